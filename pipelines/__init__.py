@@ -1,0 +1,1 @@
+"""End-to-end recipes built from the selfverify core: plain RL, self-verification rounds, studies."""

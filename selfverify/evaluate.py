@@ -1,0 +1,31 @@
+"""Held-out evaluation of the generator against the ground-truth checker."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from selfverify.rollout import sample
+from selfverify.tasks import Problem, check_solution
+
+
+def evaluate_generator(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    problems: list[Problem],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+) -> dict[str, float]:
+    """Greedy decoding: answer accuracy, fully valid solutions, and response length."""
+    correct = valid = length = 0.0
+    for i in range(0, len(problems), batch_size):
+        chunk = problems[i : i + batch_size]
+        out = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens=max_new_tokens, greedy=True)
+        for p, text in zip(chunk, out.texts, strict=True):
+            check = check_solution(p, text)
+            correct += check.correct
+            valid += check.correct and check.all_steps_valid
+        length += out.lengths.sum().item()
+    n = len(problems)
+    return {"accuracy": correct / n, "valid_solution_rate": valid / n, "response_length": length / n}

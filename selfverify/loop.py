@@ -1,0 +1,88 @@
+"""``python -m selfverify.loop``: run a training job (the embedded default when given no arguments).
+
+    python -m selfverify.loop                                  # configs/default.yaml
+    python -m selfverify.loop --config my.yaml rl.lr=1e-5 seed=3
+    python -m selfverify.loop --run-dir runs/a objective=dapo  # rerun the same command to resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from selfverify.config import Config, ConfigError, load_config, to_yaml
+from selfverify.io import atomic_write_json, atomic_write_text
+from selfverify.plots import plot_curves
+from selfverify.tracking import read_metrics
+
+
+def _pipelines() -> dict[str, Callable[..., dict[str, Any]]]:
+    from pipelines import rl
+
+    return {"rl": rl.run}
+
+
+def prepare_run_dir(cfg: Config, run_dir: Path) -> None:
+    """Create the run directory, or check that an existing one holds this same configuration."""
+    resolved = to_yaml(cfg)
+    config_file = run_dir / "config.yaml"
+    if config_file.exists() and config_file.read_text() != resolved:
+        raise ConfigError(
+            f"{run_dir} holds a run with a different configuration ({config_file}); "
+            "use a new --run-dir, or the same arguments to resume it"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(config_file, resolved)
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    table = Table(title="selfverify run summary")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m selfverify.loop", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", help="YAML config (default: the packaged configs/default.yaml)")
+    parser.add_argument("--run-dir", help="where results go (default: runs/<pipeline>-seed<seed>-<time>)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. rl.lr=1e-5 objective=dapo")
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        pipelines = _pipelines()
+        if cfg.pipeline not in pipelines:
+            raise ConfigError(f"config key 'pipeline': unknown pipeline {cfg.pipeline!r}; known: {sorted(pipelines)}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(args.run_dir or f"runs/{cfg.pipeline}-seed{cfg.seed}-{stamp}")
+        prepare_run_dir(cfg, run_dir)
+    except ConfigError as err:
+        console.print(f"[red]error:[/red] {err}")
+        return 2
+
+    torch.set_num_threads(cfg.threads)
+    torch.use_deterministic_algorithms(True)
+    console.print(f"run directory: {run_dir}")
+    summary = pipelines[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
+    summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
+    atomic_write_json(run_dir / "summary.json", summary)
+    plot_curves(read_metrics(run_dir), run_dir / "curves.png")
+    Console().print(summary_table(summary))
+    console.print(f"results: {run_dir}/summary.json, {run_dir}/curves.png, {run_dir}/metrics.jsonl")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Rollouts: batched, KV-cached sampling of responses, and the tensor layout every update reads.
+
+Layout of a batch: ``input_ids`` = [left-padded prompt block (P tokens) | right-padded response block
+(T tokens)]. ``response_mask`` [B, T] marks response tokens up to and including the end-of-sequence
+token. Position ids are ``cumsum(attention_mask) - 1`` everywhere, which is what ``generate`` uses for
+left-padded prompts, so logprobs recomputed for training match the sampling distribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationConfig, PreTrainedTokenizerBase
+
+from selfverify.algos import logprobs_from_logits
+
+
+@dataclass
+class Rollout:
+    input_ids: torch.Tensor  # [B, P+T]
+    attention_mask: torch.Tensor  # [B, P+T]
+    response_mask: torch.Tensor  # [B, T] float
+    prompt_len: int
+    texts: list[str]  # decoded responses without special tokens
+    truncated: torch.Tensor  # [B] bool: stopped by the length limit, not by end-of-sequence
+
+    @property
+    def responses(self) -> torch.Tensor:
+        return self.input_ids[:, self.prompt_len :]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.response_mask.sum(-1)
+
+    def select(self, idx: torch.Tensor | slice) -> Rollout:
+        rows = range(len(self.texts))[idx] if isinstance(idx, slice) else idx.tolist()
+        return Rollout(
+            self.input_ids[idx],
+            self.attention_mask[idx],
+            self.response_mask[idx],
+            self.prompt_len,
+            [self.texts[i] for i in rows],
+            self.truncated[idx],
+        )
+
+
+def _response_mask(responses: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask through the first end-of-sequence token; rows with none are truncated."""
+    is_eos = responses == eos_id
+    after_eos = (is_eos.cumsum(-1) - is_eos.long()) > 0  # strictly after the first eos
+    return (~after_eos).float(), ~is_eos.any(-1)
+
+
+def _encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]) -> dict[str, torch.Tensor]:
+    return tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+
+
+@torch.no_grad()
+def sample(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    greedy: bool = False,
+    seed: int | None = None,
+) -> Rollout:
+    """Sample one response per prompt (repeat a prompt G times for a group)."""
+    enc = _encode_prompts(tokenizer, prompts)
+    gen = GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        do_sample=not greedy,
+        temperature=temperature if not greedy else None,
+        top_k=None,
+        top_p=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    if seed is not None:
+        torch.manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    out = model.generate(**enc, generation_config=gen)
+    model.train(was_training)
+    prompt_len = enc["input_ids"].shape[1]
+    responses = out[:, prompt_len:]
+    response_mask, truncated = _response_mask(responses, tokenizer.eos_token_id)
+    attention_mask = torch.cat([enc["attention_mask"], response_mask.long()], dim=1)
+    texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
+    return Rollout(out, attention_mask, response_mask, prompt_len, texts, truncated)
+
+
+def encode_pairs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str]) -> Rollout:
+    """Teacher-forced batch in rollout layout: each response followed by end-of-sequence."""
+    enc = _encode_prompts(tokenizer, prompts)
+    ids = [tokenizer(r, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in responses]
+    width = max(len(r) for r in ids)
+    resp = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(ids), width)
+    for i, r in enumerate(ids):
+        resp[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1.0
+    return Rollout(
+        torch.cat([enc["input_ids"], resp], dim=1),
+        torch.cat([enc["attention_mask"], mask.long()], dim=1),
+        mask,
+        enc["input_ids"].shape[1],
+        list(responses),
+        torch.zeros(len(ids), dtype=torch.bool),
+    )
+
+
+def response_logits(model: torch.nn.Module, batch: Rollout, temperature: float = 1.0) -> torch.Tensor:
+    """Logits [B, T, V] that predict each response token, scaled by the sampling temperature."""
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids
+    ).logits
+    return logits[:, batch.prompt_len - 1 : -1].float() / temperature
+
+
+def response_logprobs(model: torch.nn.Module, batch: Rollout, temperature: float = 1.0) -> torch.Tensor:
+    return logprobs_from_logits(response_logits(model, batch, temperature), batch.responses)

@@ -1,0 +1,242 @@
+"""Standalone verification scoring (DESIGN §5): ``python -m selfverify.score``.
+
+Reads JSONL (or a JSON array) of records in either shape
+
+- ProcessBench: ``{"id", "problem", "steps": [str, ...], "label": k}`` with ``label`` the index of the
+  earliest wrong step, -1 when all are right (optional);
+- plain: ``{"problem", "solution", "answer"?, "id"?}``; the solution is split into steps by
+  ``--split-rule`` (see :func:`selfverify.realmath.split_steps`);
+
+and writes one JSONL line per record: ``id`` (the line number when the record has none),
+``step_scores``, ``earliest_error``, ``score``, ``analysis``, plus ``label`` when given and the
+verifier's ``extra`` when it has any. With labels it prints ProcessBench metrics (acc_err, acc_corr,
+F1, see :func:`verifiers.metrics.processbench_metrics`); ``--metrics-json`` writes them with the run's
+counts and throughput.
+
+Malformed records (bad JSON, missing fields, wrong types) are reported with their line number and
+skipped, or with ``--on-error fail`` stop the run with exit code 2. Output goes to ``OUT.partial`` and
+is renamed to ``OUT`` only when the run completes, so ``OUT`` is never half written; after a failure
+``OUT.partial`` holds every record scored before the bad one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from selfverify.io import AtomicJsonlWriter, RecordError, atomic_write_json, read_records, report_record_error
+from selfverify.realmath import SPLIT_RULES, SplitRule, split_steps
+from verifiers.base import Verdict, Verifier, VerifyInput, earliest_error_from_scores
+from verifiers.metrics import processbench_metrics
+from verifiers.registry import VerifierSpecError, load_verifier
+
+EXIT_OK = 0
+EXIT_FAILED = 2
+
+
+@dataclass(frozen=True)
+class ScoreItem:
+    """One validated input record."""
+
+    id: str | int
+    input: VerifyInput
+    label: int | None
+
+
+def parse_record(record: dict[str, Any], line_no: int, split_rule: SplitRule = "lines") -> ScoreItem:
+    """Validate one input record; raises ``ValueError`` saying what is wrong with it."""
+    problem = record.get("problem")
+    if not isinstance(problem, str):
+        raise ValueError("missing 'problem'" if problem is None else "'problem' must be a string")
+    if "steps" in record:
+        steps = record["steps"]
+        if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+            raise ValueError("'steps' must be a list of strings")
+    elif isinstance(record.get("solution"), str):
+        steps = split_steps(record["solution"], split_rule)
+    else:
+        raise ValueError("needs 'steps' (a list of strings) or 'solution' (a string)")
+    answer = record.get("answer")
+    if answer is not None:
+        if isinstance(answer, bool) or not isinstance(answer, str | int | float):
+            raise ValueError("'answer' must be a string or a number")
+        answer = str(answer)
+    label = record.get("label")
+    if label is not None:
+        if isinstance(label, bool) or not isinstance(label, int):
+            raise ValueError("'label' must be an integer")
+        if not -1 <= label < len(steps):
+            raise ValueError(f"'label' {label} is out of range for {len(steps)} steps")
+    item_id = record.get("id", line_no)
+    if item_id is None:
+        item_id = line_no
+    if isinstance(item_id, bool) or not isinstance(item_id, str | int):
+        raise ValueError("'id' must be a string or an integer")
+    return ScoreItem(item_id, VerifyInput(problem=problem, steps=steps, answer=answer), label)
+
+
+def output_record(item: ScoreItem, verdict: Verdict, threshold: float | None) -> dict[str, Any]:
+    """The output line for one record. ``threshold`` re-derives ``earliest_error`` from step scores."""
+    earliest = verdict.earliest_error
+    if threshold is not None and verdict.step_scores:
+        earliest = earliest_error_from_scores(verdict.step_scores, threshold)
+    out: dict[str, Any] = {
+        "id": item.id,
+        "step_scores": [float(s) for s in verdict.step_scores],
+        "earliest_error": earliest,
+        "score": verdict.score,
+        "analysis": verdict.analysis,
+    }
+    if item.label is not None:
+        out["label"] = item.label
+    if not verdict.parsed:
+        out["parsed"] = False
+    if verdict.extra:
+        out["extra"] = verdict.extra
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m selfverify.score",
+        description="Score solutions step by step with a verifier; ProcessBench metrics when labelled.",
+    )
+    parser.add_argument(
+        "--verifier", required=True, help="a verifier name (e.g. 'rule') or a checkpoint directory"
+    )
+    parser.add_argument("--input", required=True, type=Path, help="JSONL or JSON array of records")
+    parser.add_argument("--output", required=True, type=Path, help="JSONL of verdicts (written atomically)")
+    parser.add_argument("--metrics-json", type=Path, help="also write metrics and counts here (atomically)")
+    parser.add_argument(
+        "--split-rule", choices=SPLIT_RULES, default="lines", help="how a 'solution' is split into steps"
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=("skip", "fail"),
+        default="skip",
+        help="a malformed record is skipped with a warning, or stops the run with exit code 2",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        help="re-derive earliest_error as the first step scored below this (scalar verifiers); "
+        "default: the verifier's own decision",
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="records per verify_batch call")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0, or 2 for a failed run)."""
+    args = build_parser().parse_args(argv)
+    if args.batch_size < 1:
+        print("error: --batch-size must be at least 1", file=sys.stderr)
+        return EXIT_FAILED
+    if not args.input.is_file():
+        print(f"error: no such input file: {args.input}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        verifier = load_verifier(args.verifier)
+    except VerifierSpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+    skipped = 0
+
+    def warn(err: RecordError) -> None:
+        nonlocal skipped
+        skipped += 1
+        tqdm.write(f"warning: {err} (skipped)", file=sys.stderr)
+
+    preds: list[int] = []
+    labels: list[int] = []
+    start = time.perf_counter()
+    writer = AtomicJsonlWriter(args.output)
+    batch: list[ScoreItem] = []
+
+    def flush() -> None:
+        for out in _score_batch(verifier, batch, args.threshold):
+            writer.write(out)
+            if "label" in out:
+                preds.append(out["earliest_error"])
+                labels.append(out["label"])
+        batch.clear()
+
+    failure: RecordError | None = None
+    with writer:
+        try:
+            records = read_records(args.input, on_error=args.on_error, warn=warn)
+            for line_no, record in tqdm(records, desc="scoring", unit="rec", disable=None):
+                try:
+                    item = parse_record(record, line_no, args.split_rule)
+                except ValueError as exc:
+                    report_record_error(RecordError(args.input, line_no, str(exc)), args.on_error, warn)
+                    continue
+                batch.append(item)
+                if len(batch) >= args.batch_size:
+                    flush()
+        except RecordError as err:  # only raised with --on-error fail
+            failure = err
+        flush()  # with a failure too: the records read before the bad one are kept
+        if failure is not None:
+            writer.abort()
+    if failure is not None:
+        print(f"error: {failure}", file=sys.stderr)
+        print(
+            f"stopped: the {writer.count} records scored before it are in {writer.partial_path}; "
+            f"{args.output} was not written",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    elapsed = time.perf_counter() - start
+
+    summary: dict[str, Any] = {
+        "verifier": args.verifier,
+        "input": str(args.input),
+        "records": writer.count,
+        "skipped": skipped,
+        "seconds": round(elapsed, 3),
+        "records_per_s": round(writer.count / elapsed, 1) if elapsed > 0 else None,
+        "threshold": args.threshold,
+    }
+    rate = summary["records_per_s"]
+    print(f"scored {writer.count} records ({skipped} skipped) in {elapsed:.2f} s: {rate} records/s")
+    if labels:
+        metrics = processbench_metrics(preds, labels)
+        summary.update(metrics)
+        print(_format_metrics(metrics))
+    if args.metrics_json:
+        atomic_write_json(args.metrics_json, summary)
+    return EXIT_OK
+
+
+def _score_batch(verifier: Verifier, batch: list[ScoreItem], threshold: float | None) -> list[dict[str, Any]]:
+    if not batch:
+        return []
+    verdicts = verifier.verify_batch([item.input for item in batch])
+    if len(verdicts) != len(batch):
+        raise RuntimeError(
+            f"verifier {verifier.name!r} returned {len(verdicts)} verdicts for {len(batch)} inputs"
+        )
+    return [output_record(item, verdict, threshold) for item, verdict in zip(batch, verdicts, strict=True)]
+
+
+def _format_metrics(m: dict[str, Any]) -> str:
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.1f}"
+
+    return (
+        f"ProcessBench: acc_err {pct(m['acc_err'])} ({m['n_err_correct']}/{m['n_err']})  "
+        f"acc_corr {pct(m['acc_corr'])} ({m['n_corr_correct']}/{m['n_corr']})  F1 {pct(m['f1'])}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

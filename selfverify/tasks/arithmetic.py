@@ -1,0 +1,171 @@
+"""The embedded world: multi-step arithmetic evaluated left to right, with ground-truth step labels.
+
+A problem is a start value and a list of operations, written ``Q:12+7*3-4`` and evaluated strictly
+left to right (no precedence): ((12+7)*3)-4. The reference solution writes one step per line and a
+final answer line::
+
+    12+7=19
+    19*3=57
+    57-4=53
+    A:53
+
+The rule-based step checker labels every line of *any* solution text. A step is correct when it is
+well formed, continues from the previous step's stated result (the start value for the first step),
+applies the problem's next operation, and its arithmetic is right; the answer line is correct when
+all operations were done and it repeats the last result. Nothing after the earliest wrong step counts
+(ProcessBench semantics), and a solution without an answer line is wrong at its last step. Parsing is a fixed regular expression over bounded digit
+strings; nothing is ever evaluated as code.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+MAX_DIGITS = 12  # bounds every number the checker reads, so untrusted text can't cost big-int work
+_NUM = rf"-?\d{{1,{MAX_DIGITS}}}"
+STEP_RE = re.compile(rf"^({_NUM})([+\-*])({_NUM})=({_NUM})$")
+ANSWER_RE = re.compile(rf"^A:({_NUM})$")
+ANSWER_PREFIX = "A:"
+
+
+@dataclass(frozen=True)
+class Problem:
+    start: int
+    ops: tuple[tuple[str, int], ...]
+
+    @property
+    def prompt(self) -> str:
+        return "Q:" + str(self.start) + "".join(f"{op}{b}" for op, b in self.ops) + "\n"
+
+    @property
+    def text(self) -> str:
+        """The problem statement without the prompt framing."""
+        return self.prompt[2:].strip()
+
+    def running_values(self) -> list[int]:
+        values, acc = [], self.start
+        for op, b in self.ops:
+            acc = OPS[op](acc, b)
+            values.append(acc)
+        return values
+
+    @property
+    def answer(self) -> int:
+        return self.running_values()[-1]
+
+    def reference_solution(self) -> str:
+        lines, acc = [], self.start
+        for (op, b), value in zip(self.ops, self.running_values(), strict=True):
+            lines.append(f"{acc}{op}{b}={value}")
+            acc = value
+        lines.append(f"{ANSWER_PREFIX}{acc}")
+        return "\n".join(lines)
+
+
+@dataclass
+class TaskSpec:
+    """Difficulty of the embedded task (configured under ``task`` in the YAML)."""
+
+    min_ops: int = 2
+    max_ops: int = 3
+    max_operand: int = 20
+    ops: str = "+-*"
+    max_mul_operand: int = 9
+
+
+def sample_problem(rng: random.Random, spec: TaskSpec) -> Problem:
+    n = rng.randint(spec.min_ops, spec.max_ops)
+    ops = []
+    for _ in range(n):
+        op = rng.choice(spec.ops)
+        hi = spec.max_mul_operand if op == "*" else spec.max_operand
+        ops.append((op, rng.randint(1, hi)))
+    return Problem(rng.randint(1, spec.max_operand), tuple(ops))
+
+
+def heldout_split(spec: TaskSpec, n: int, seed: int) -> list[Problem]:
+    """The fixed held-out problems: distinct, drawn from their own seed."""
+    rng, seen, out = random.Random(f"heldout-{seed}"), set(), []
+    while len(out) < n:
+        p = sample_problem(rng, spec)
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def train_problems(spec: TaskSpec, n: int, *, seed: int, tag: str, exclude: set[Problem]) -> list[Problem]:
+    """``n`` training problems, never a held-out one, drawn from an RNG keyed by (seed, tag).
+
+    Keying the draw by a tag such as ``"rl-17"`` makes every step's data independent of the steps
+    before it, so a resumed run sees exactly the data the killed run would have seen.
+    """
+    rng, out = random.Random(f"train-{seed}-{tag}"), []
+    while len(out) < n:
+        p = sample_problem(rng, spec)
+        if p not in exclude:
+            out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """Ground truth for one solution text."""
+
+    steps: list[str]
+    step_correct: list[bool]
+    earliest_error: int  # -1 when every step is correct
+    answer: int | None  # the stated final answer, None if absent or malformed
+    correct: bool  # the stated answer equals the true answer (the outcome reward)
+
+    @property
+    def all_steps_valid(self) -> bool:
+        return self.earliest_error == -1
+
+
+def split_steps(solution: str) -> list[str]:
+    """One step per non-empty line."""
+    return [line.strip() for line in solution.strip().splitlines() if line.strip()]
+
+
+def check_solution(problem: Problem, solution: str) -> StepCheck:
+    """Label every step of ``solution`` (see the module docstring for the rule)."""
+    steps = split_steps(solution)
+    labels: list[bool] = []
+    prev, done, answer = problem.start, 0, None
+    for line in steps:
+        ok = answer is None and (not labels or labels[-1])  # nothing after the earliest error counts
+        if (m := ANSWER_RE.match(line)) is not None:
+            answer = int(m.group(1)) if answer is None else answer
+            ok = ok and done == len(problem.ops) and answer == prev
+        elif ok and (m := STEP_RE.match(line)) is not None and done < len(problem.ops):
+            a, op, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+            ok = a == prev and (op, b) == problem.ops[done] and OPS[op](a, b) == c
+            prev, done = c, done + 1
+        else:
+            ok = False
+        labels.append(ok)
+    if answer is None and labels:
+        labels[-1] = False  # an unfinished solution is wrong at its last step
+    earliest = next((i for i, ok in enumerate(labels) if not ok), -1 if steps else 0)
+    correct = answer is not None and answer == problem.answer
+    return StepCheck(steps, labels, earliest, answer, correct)
+
+
+_PROMPT_RE = re.compile(rf"^Q:({_NUM})((?:[+\-*]{_NUM})+)$")
+_OP_RE = re.compile(rf"([+\-*])({_NUM})")
+
+
+def parse_problem(text: str) -> Problem:
+    """Inverse of ``Problem.prompt`` (accepts it with or without the ``Q:`` framing)."""
+    t = text.strip()
+    if not t.startswith("Q:"):
+        t = "Q:" + t
+    m = _PROMPT_RE.match(t)
+    if m is None:
+        raise ValueError(f"not an embedded arithmetic problem: {text[:80]!r}")
+    ops = tuple((op, int(b)) for op, b in _OP_RE.findall(m.group(2)))
+    return Problem(int(m.group(1)), ops)

@@ -1,0 +1,120 @@
+"""Local training engine: the SFT step and the policy-gradient update of one model.
+
+The update reads only tensors (a rollout, its old/reference logprobs and advantages) and a config;
+which advantage estimator and policy loss it uses are registry names (selfverify.algos).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import torch
+
+from selfverify.algos import (
+    aggregate,
+    entropy_from_logits,
+    get_policy_loss,
+    kl_penalty,
+    logprobs_from_logits,
+    masked_mean,
+)
+from selfverify.config import RLConfig
+from selfverify.rollout import Rollout, response_logits, response_logprobs
+
+
+def make_optimizer(
+    model: torch.nn.Module, lr: float, *, warmup_steps: int = 0, total_steps: int | None = None
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """AdamW with linear warm-up, then cosine decay to 10% over ``total_steps`` (constant if None)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if total_steps is None:
+            return 1.0
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def sft_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    batch: Rollout,
+    grad_clip: float = 1.0,
+) -> dict[str, float]:
+    """One supervised step: mean NLL of the response tokens (prompt tokens carry no loss)."""
+    loss = -masked_mean(response_logprobs(model, batch), batch.response_mask)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    return {"loss": loss.item(), "grad_norm": grad_norm.item(), "lr": scheduler.get_last_lr()[0]}
+
+
+def policy_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Rollout,
+    *,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    cfg: RLConfig,
+    seed: int,
+) -> dict[str, float]:
+    """``epochs`` passes of ``mini_batches`` optimizer steps over one rollout batch.
+
+    Each optimizer step accumulates gradients over micro-batches; every loss is aggregated with the
+    mini-batch's global token/sequence counts, so the gradient does not depend on micro_batch_size.
+    """
+    loss_fn = get_policy_loss(cfg.policy_loss)
+    # Dr.GRPO's constant normaliser: the generation budget.
+    agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}
+    n = len(batch.texts)
+    gen = torch.Generator().manual_seed(seed)
+    sums: dict[str, float] = defaultdict(float)
+    weight, grad_norms = 0.0, []
+    for _ in range(cfg.epochs):
+        order = torch.randperm(n, generator=gen) if cfg.mini_batches > 1 else torch.arange(n)
+        for mini in order.chunk(cfg.mini_batches):
+            mask = batch.response_mask[mini]
+            counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
+            optimizer.zero_grad(set_to_none=True)
+            for micro in mini.split(cfg.micro_batch_size):
+                mb = batch.select(micro)
+                logits = response_logits(model, mb, cfg.temperature)
+                logprob = logprobs_from_logits(logits, mb.responses)
+                pg_loss, stats = loss_fn(
+                    logprob,
+                    old_logprobs[micro],
+                    advantages[micro],
+                    mb.response_mask,
+                    clip_low=cfg.clip_low,
+                    clip_high=cfg.clip_high,
+                    **agg,
+                    **counts,
+                )
+                loss = pg_loss
+                entropy = entropy_from_logits(logits)
+                if cfg.entropy_coef:
+                    loss = loss - cfg.entropy_coef * aggregate(entropy, mb.response_mask, **agg, **counts)
+                if ref_logprobs is not None:
+                    kl = kl_penalty(logprob, ref_logprobs[micro], cfg.kl_kind)
+                    if not cfg.kl_in_reward:
+                        loss = loss + cfg.kl_coef * aggregate(kl, mb.response_mask, **agg, **counts)
+                    stats["kl"] = masked_mean(kl.detach(), mb.response_mask)
+                loss.backward()
+                w = mb.response_mask.sum().item()
+                stats = {**stats, "pg_loss": pg_loss.detach(), "entropy": masked_mean(entropy.detach(), mb.response_mask)}
+                for k, v in stats.items():
+                    sums[k] += float(v) * w
+                weight += w
+            grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item())
+            optimizer.step()
+    return {**{k: v / max(weight, 1.0) for k, v in sums.items()}, "grad_norm": sum(grad_norms) / len(grad_norms)}

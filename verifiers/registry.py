@@ -1,0 +1,81 @@
+"""Verifiers by name or checkpoint: ``load_verifier("rule")``, ``load_verifier("runs/r3/verifier")``.
+
+Two tables, both open for registration:
+
+- ``VERIFIER_LOADERS``: name -> ``loader(**kwargs) -> Verifier`` (built-in: ``rule``, the
+  arithmetic rule verifier). Add more with :func:`register_verifier`.
+- ``CHECKPOINT_LOADERS``: checkpoint kind -> ``loader(path, **kwargs) -> Verifier``. A checkpoint is
+  a directory holding ``verifier.json`` with at least ``{"kind": "prm" | "generative" | ...}``; its kind
+  picks the loader. Add loaders with :func:`register_checkpoint_loader`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from verifiers.arith_rule import ArithmeticRuleVerifier
+from verifiers.base import Verifier
+
+VerifierLoader = Callable[..., Verifier]
+CheckpointLoader = Callable[..., Verifier]  # (checkpoint_dir: Path, **kwargs) -> Verifier
+
+CHECKPOINT_MANIFEST = "verifier.json"
+VERIFIER_LOADERS: dict[str, VerifierLoader] = {"rule": ArithmeticRuleVerifier}
+CHECKPOINT_LOADERS: dict[str, CheckpointLoader] = {}
+
+
+class VerifierSpecError(ValueError):
+    """A verifier spec that names no known verifier or no loadable checkpoint."""
+
+
+def register_verifier(name: str, loader: VerifierLoader, *, replace: bool = False) -> None:
+    """Make ``load_verifier(name, **kwargs)`` return ``loader(**kwargs)``."""
+    if name in VERIFIER_LOADERS and not replace:
+        raise ValueError(f"verifier {name!r} is already registered")
+    VERIFIER_LOADERS[name] = loader
+
+
+def register_checkpoint_loader(kind: str, loader: CheckpointLoader, *, replace: bool = False) -> None:
+    """Load checkpoints whose ``verifier.json`` says ``"kind": kind`` with ``loader(path, **kwargs)``."""
+    if kind in CHECKPOINT_LOADERS and not replace:
+        raise ValueError(f"checkpoint kind {kind!r} is already registered")
+    CHECKPOINT_LOADERS[kind] = loader
+
+
+def _known(names: dict[str, object]) -> str:
+    return ", ".join(sorted(names)) or "none registered"
+
+
+def load_verifier(spec: str, **kwargs: object) -> Verifier:
+    """The verifier named by ``spec``: a registered name, or a checkpoint directory (or its manifest).
+
+    Raises :class:`VerifierSpecError` with the known names or kinds when ``spec`` matches nothing.
+    """
+    if spec in VERIFIER_LOADERS:
+        return VERIFIER_LOADERS[spec](**kwargs)
+    path = Path(spec)
+    if path.is_file() and path.name == CHECKPOINT_MANIFEST:
+        path = path.parent
+    if not path.is_dir():
+        raise VerifierSpecError(
+            f"unknown verifier {spec!r}: not a registered name ({_known(VERIFIER_LOADERS)}) "
+            f"and not a checkpoint directory"
+        )
+    manifest = path / CHECKPOINT_MANIFEST
+    try:
+        meta = json.loads(manifest.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise VerifierSpecError(f"{path} is not a verifier checkpoint: no {CHECKPOINT_MANIFEST}") from None
+    except (OSError, ValueError) as exc:
+        raise VerifierSpecError(f"{manifest}: unreadable: {exc}") from None
+    kind = meta.get("kind") if isinstance(meta, dict) else None
+    if not isinstance(kind, str):
+        raise VerifierSpecError(f'{manifest}: expected an object with a string "kind"')
+    if kind not in CHECKPOINT_LOADERS:
+        raise VerifierSpecError(
+            f"{manifest}: no loader for checkpoint kind {kind!r}; known kinds: {_known(CHECKPOINT_LOADERS)} "
+            "(add one with verifiers.registry.register_checkpoint_loader)"
+        )
+    return CHECKPOINT_LOADERS[kind](path, **kwargs)
