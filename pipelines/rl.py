@@ -6,7 +6,7 @@ holds a run with the same configuration.
 
 from __future__ import annotations
 
-import copy
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,12 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         bar = tqdm(range(state["step"], cfg.sft.steps), desc="cold start (SFT)", disable=not progress)
         for step in bar:
             problems = train_problems(cfg.task, cfg.sft.batch_size, seed=cfg.seed, tag=f"sft-{step}", exclude=exclude)
-            batch = encode_pairs(tok, [p.prompt for p in problems], [p.reference_solution() for p in problems])
+            style = random.Random(f"{cfg.seed}-sft-style-{step}")
+            demos = [
+                p.direct_solution() if style.random() < cfg.sft.direct_answer_fraction else p.reference_solution()
+                for p in problems
+            ]
+            batch = encode_pairs(tok, [p.prompt for p in problems], demos)
             m = sft_step(model, opt, sched, batch)
             tracker.log("sft", step + 1, m)
             bar.set_postfix(loss=f"{m['loss']:.3f}")
@@ -85,7 +90,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     # Phase 2: on-policy RL against the outcome reward.
     rl = cfg.rl
     if state["phase"] == "rl":
-        opt, sched = make_optimizer(model, rl.lr, warmup_steps=0)
+        opt, sched = make_optimizer(model, rl.lr, warmup_steps=rl.warmup_steps)
         if "optimizer" in state:
             opt.load_state_dict(state["optimizer"])
             sched.load_state_dict(state["scheduler"])

@@ -32,6 +32,9 @@ class SFTConfig:
     batch_size: int = 64
     lr: float = 3e-3
     warmup_steps: int = 20
+    # Share of demonstrations that state only the answer, as a hurried teacher would: the cold-started
+    # model then sometimes shows its working and sometimes guesses, and RL can learn which pays.
+    direct_answer_fraction: float = 0.0
 
 
 @dataclass
@@ -42,6 +45,7 @@ class RLConfig:
     prompts_per_step: int = 16
     group_size: int = 8
     lr: float = 3e-4
+    warmup_steps: int = 10  # lets Adam's second moments settle before full-size steps on noisy RL gradients
     temperature: float = 1.0
     max_new_tokens: int = 48
     epochs: int = 1  # passes over each rollout batch

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 OnError = Literal["skip", "fail"]
 Warn = Callable[["RecordError"], None]
@@ -83,9 +83,10 @@ def read_records(
             yield from _read_jsonl(f, path, on_error, warn, max_line_bytes)
 
 
-def _decode_object(raw: bytes | str, path: str | os.PathLike[str], line_no: int) -> dict[str, Any]:
+def _decode_object(raw: bytes, path: str | os.PathLike[str], line_no: int) -> dict[str, Any]:
     try:
-        obj = json.loads(raw)
+        # Decoded here, not by json.loads, which would guess UTF-16/32 from the first bytes.
+        obj = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecordError(path, line_no, "not valid UTF-8") from None
     # json raises ValueError for bad syntax and for integers over Python's digit limit, and
@@ -98,7 +99,7 @@ def _decode_object(raw: bytes | str, path: str | os.PathLike[str], line_no: int)
 
 
 def _read_jsonl(
-    f: Any, path: str | os.PathLike[str], on_error: OnError, warn: Warn | None, max_line_bytes: int
+    f: BinaryIO, path: str | os.PathLike[str], on_error: OnError, warn: Warn | None, max_line_bytes: int
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     line_no = 0
     while raw := f.readline(max_line_bytes + 1):

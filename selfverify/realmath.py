@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 Kind = Literal["gsm8k", "math", "aime"]
 KINDS: tuple[str, ...] = ("gsm8k", "math", "aime")
+RECORD_FIELDS: tuple[str, ...] = ("id", "problem", "solution", "answer")
 SplitRule = Literal["lines", "sentences", "double-newline"]
 SPLIT_RULES: tuple[str, ...] = ("lines", "sentences", "double-newline")
 
@@ -43,8 +45,9 @@ _FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "answer": ("answer", "Answer", "final_answer"),
 }
 
-_GSM8K_FINAL_RE = re.compile(r"####\s*(.+?)\s*$", re.MULTILINE)
-_ANSWER_IS_RE = re.compile(r"answer\s*(?:is|:)\s*[:$\\(]*\s*(-?[$]?\s*[\d.,]+(?:/\d+)?%?)", re.IGNORECASE)
+_GSM8K_FINAL_RE = re.compile(r"####([^\n]*)")
+# One character class before the number, so the pattern cannot backtrack over long blank runs.
+_ANSWER_IS_RE = re.compile(r"answer\s*(?:is|:)[\s:$\\(]*(-?[\d.,]*\d(?:/\d+)?%?)", re.IGNORECASE)
 _LAST_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _INTEGER_RE = re.compile(r"-?\d+")
 _PLAIN_NUMBER_RE = re.compile(
@@ -53,36 +56,46 @@ _PLAIN_NUMBER_RE = re.compile(
 _LATEX_FRAC_RE = re.compile(r"^(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}$")
 # a^b^c or a^{b^c}: sympy would try to build the tower before any timeout can fire.
 _POWER_TOWER_RE = re.compile(r"(\^|\*\*)[\s({]*[-+]?[\w.]+[\s)}]*(\^|\*\*)")
+_INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_UNICODE_MAP = {c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)} | {0x3000: " ", 0xA0: " ", 0x202F: " "}
+_NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9$\\])")
 
 
 def load_math_dataset(
-    source: str | Path, kind: Kind, split: str = "train", *, config: str | None = None
+    source: str | Path,
+    kind: Kind,
+    split: str = "train",
+    *,
+    config: str | None = None,
+    cache_dir: str | Path | None = None,
 ) -> datasets.Dataset:
     """Load GSM8K-, MATH- or AIME-style data as a ``datasets.Dataset`` of normalised records.
 
     ``source`` is a local ``.json``/``.jsonl``/``.parquet`` file (``split`` then only names it), a
     local directory ``datasets`` can read, or a hub name such as ``openai/gsm8k`` (``config``
-    defaults to ``main`` for names ending in ``gsm8k``, the hub's only GSM8K config).
+    defaults to ``main`` for names ending in ``gsm8k``, the hub's only GSM8K config). ``cache_dir``
+    is handed to ``datasets.load_dataset``.
     """
     import datasets
 
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
     path = Path(source)
+    cache = str(cache_dir) if cache_dir is not None else None
     if path.is_file():
         suffix = path.suffix.lower()
         builder = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}.get(suffix)
         if builder is None:
             raise ValueError(f"{path}: unsupported file type {suffix!r}; use .json, .jsonl or .parquet")
-        raw = datasets.load_dataset(builder, data_files={split: str(path)}, split=split)
+        raw = datasets.load_dataset(builder, data_files={split: str(path)}, split=split, cache_dir=cache)
     elif path.is_dir():
-        raw = datasets.load_dataset(str(path), split=split)
+        raw = datasets.load_dataset(str(path), split=split, cache_dir=cache)
     else:
         name = str(source)
         if config is None and kind == "gsm8k" and name.lower().endswith("gsm8k"):
             config = "main"
-        raw = datasets.load_dataset(name, config, split=split)
+        raw = datasets.load_dataset(name, config, split=split, cache_dir=cache)
     columns = set(raw.column_names)
     if not any(c in columns for c in _FIELD_ALIASES["problem"]):
         raise ValueError(f"{source}: no problem column (looked for {', '.join(_FIELD_ALIASES['problem'])})")
@@ -91,6 +104,8 @@ def load_math_dataset(
         with_indices=True,
         fn_kwargs={"kind": kind, "split": split},
         remove_columns=raw.column_names,
+        # Explicit string features: an integer "answer" column must not cast the new one back.
+        features=datasets.Features({name: datasets.Value("string") for name in RECORD_FIELDS}),
         desc=f"normalising {kind}",
     )
 
@@ -118,15 +133,25 @@ def _normalise_record(row: dict, index: int, *, kind: Kind, split: str) -> dict[
     else:
         solution = str(_first(row, "solution") or "")
         given = _first(row, "answer")
-        answer = (extract_answer(str(given), "aime") or str(given)) if given is not None else ""
-        if not answer:
-            answer = extract_answer(solution, "aime") or ""
+        answer = str(given).strip() if given is not None else (extract_answer(solution, "aime") or "")
+        if _INTEGER_RE.fullmatch(answer):
+            answer = _integer_text(answer)
     return {
         "id": str(raw_id) if raw_id is not None else f"{kind}-{split}-{index}",
         "problem": problem,
         "solution": solution,
         "answer": answer,
     }
+
+
+def clean_unicode(text: str) -> str:
+    """Drop invisible characters (zero-width, bidi marks, soft hyphen, BOM); map full-width ASCII,
+    odd spaces and other scripts' decimal digits ("１２", "٣") to ASCII."""
+    s = _INVISIBLE_RE.sub("", text)
+    if s.isascii():
+        return s
+    s = s.translate(_UNICODE_MAP)
+    return _NON_ASCII_DIGIT_RE.sub(lambda m: str(unicodedata.decimal(m.group(), 0)), s)
 
 
 def last_boxed(text: str) -> str | None:
@@ -161,7 +186,7 @@ def extract_answer(text: str, kind: Kind | Literal["auto"] = "auto") -> str | No
     last number in the text.
     """
     if kind == "gsm8k":
-        found = _GSM8K_FINAL_RE.findall(text)
+        found = [m.strip() for m in _GSM8K_FINAL_RE.findall(text) if m.strip()]
         return _clean_number_text(found[-1]) if found else None
     if kind == "math":
         return last_boxed(text)
@@ -169,7 +194,7 @@ def extract_answer(text: str, kind: Kind | Literal["auto"] = "auto") -> str | No
         boxed = last_boxed(text)
         source = boxed if boxed is not None else text
         ints = _INTEGER_RE.findall(source.replace(",", ""))
-        return str(int(ints[-1])) if ints else None
+        return _integer_text(ints[-1]) if ints else None
     if kind != "auto":
         raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} or 'auto'")
     for finder in (
@@ -182,6 +207,13 @@ def extract_answer(text: str, kind: Kind | Literal["auto"] = "auto") -> str | No
         if found:
             return _clean_number_text(found)
     return None
+
+
+def _integer_text(digits: str) -> str:
+    """Canonical text of an integer ("042" -> "42", "-0" -> "0") without ``int()``'s 4300-digit limit."""
+    negative = digits.startswith("-")
+    body = digits.lstrip("-+").lstrip("0") or "0"
+    return f"-{body}" if negative and body != "0" else body
 
 
 def _clean_number_text(text: str) -> str:
@@ -237,7 +269,10 @@ def answers_equal(pred: str | None, gold: str | None) -> bool:
     characters and no power towers), falling back to a normalised string comparison when
     math-verify cannot be used or fails.
     """
-    if pred is None or gold is None or not pred.strip() or not gold.strip():
+    if pred is None or gold is None:
+        return False
+    pred, gold = clean_unicode(pred).strip(), clean_unicode(gold).strip()
+    if not pred or not gold:
         return False
     p_num, g_num = parse_number(pred), parse_number(gold)
     if p_num is not None and g_num is not None:

@@ -72,9 +72,9 @@ def sample(
     gen = GenerationConfig(
         max_new_tokens=max_new_tokens,
         do_sample=not greedy,
-        temperature=temperature if not greedy else None,
-        top_k=None,
-        top_p=None,
+        temperature=1.0 if greedy else temperature,
+        top_k=0,  # None would fall back to transformers' default top-k of 50: sample the full distribution
+        top_p=1.0,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )

@@ -157,13 +157,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     preds: list[int] = []
     labels: list[int] = []
+    totals = {"score": 0.0, "flagged": 0}
     start = time.perf_counter()
-    writer = AtomicJsonlWriter(args.output)
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        writer = AtomicJsonlWriter(args.output)
+    except OSError as exc:
+        print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     batch: list[ScoreItem] = []
 
     def flush() -> None:
         for out in _score_batch(verifier, batch, args.threshold):
             writer.write(out)
+            totals["score"] += out["score"]
+            totals["flagged"] += out["earliest_error"] >= 0
             if "label" in out:
                 preds.append(out["earliest_error"])
                 labels.append(out["label"])
@@ -205,14 +213,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seconds": round(elapsed, 3),
         "records_per_s": round(writer.count / elapsed, 1) if elapsed > 0 else None,
         "threshold": args.threshold,
+        "mean_score": totals["score"] / writer.count if writer.count else None,
+        "n_flagged": totals["flagged"],
     }
     rate = summary["records_per_s"]
     print(f"scored {writer.count} records ({skipped} skipped) in {elapsed:.2f} s: {rate} records/s")
+    if writer.count:
+        print(f"mean score {summary['mean_score']:.4f}; {totals['flagged']} with a step judged wrong")
     if labels:
         metrics = processbench_metrics(preds, labels)
         summary.update(metrics)
         print(_format_metrics(metrics))
     if args.metrics_json:
+        args.metrics_json.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.metrics_json, summary)
     return EXIT_OK
 

@@ -7,12 +7,15 @@ unary minus, parentheses, postfix ``%``) into exact ``fractions.Fraction`` value
 ``eval``-ed or ``sympify``-ed (DESIGN §6), and every size is bounded (``MAX_*`` below), so
 ``9^9^9^9`` is refused at once instead of being computed.
 
-A side that is not fully numeric ("x = 5", "2x + 3 = 7", "half of 48 = 24", "5 km = 5000 m") makes the
-claim *unchecked*: neither right nor wrong. Rounding rule: when one side of a claim is a bare decimal
-literal with d decimals, it is right if it equals the exact value of the other side rounded down or up
-to d decimals (so both rounding and truncation pass: ``2/3 = 0.67`` and ``2/3 = 0.66``); a bare
-integer literal must be exact. ``%`` is read as 1/100, but a claim that holds when ``%`` is read as a
-unit label instead (``100 - 20 = 80%``) also passes.
+Unit words between numbers and operators are read through ("18 items + 6 items = 24 items"). A side
+that is not fully numeric ("x = 5", "2x + 3 = 7", "half of 48 = 24") and a unit conversion ("4.5
+gallons = 36 pints") make the claim *unchecked*: neither right nor wrong. Rounding rule: when one side
+of a claim is a bare number with d decimals (d = 0 for a whole number), it is right if it equals the
+exact value of the other side rounded to nearest (a tie either way) or truncated toward zero at d
+decimals, so ``2/3 = 0.67``, ``2/3 = 0.66`` and ``100/3 = 33`` pass and ``100/3 = 34`` does not; a
+value with no more than d decimals must match exactly. Ambiguous notation passes if any reading
+holds: ``%`` as 1/100 or as a label (``100 - 20 = 80%``), and ``25 / 1/3`` as 25/(1/3) or left to
+right.
 
 It judges arithmetic only: wrong setups, logic errors, unit confusion and wrong reasoning with correct
 arithmetic all pass. See docs/SCORING.md for coverage and measured false-alarm rates.
@@ -22,13 +25,12 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from selfverify.realmath import answers_equal, extract_answer
+from selfverify.realmath import answers_equal, clean_unicode, extract_answer
 from verifiers.base import Verdict, VerifyInput, earliest_error_from_scores
 
 # Bounds on untrusted text. A side longer or deeper than this, or a value larger, is refused
@@ -40,6 +42,9 @@ MAX_DEPTH = 40
 MAX_BITS = 20_000  # numerator/denominator size of any intermediate value
 MAX_EXPONENT = 10_000
 MAX_CLAIMS_PER_STEP = 256
+# Real steps are a few hundred characters; only this much of a step, and of a whole solution, is read.
+MAX_STEP_CHARS = 20_000
+MAX_SOLUTION_CHARS = 100_000
 # Only the tail of a step is searched for its final answer.
 ANSWER_SEARCH_CHARS = 4000
 
@@ -85,36 +90,26 @@ class StepCheck:
 # ---------------------------------------------------------------------------------------------
 # Text normalisation: one ASCII-ish notation for the tokenizer.
 
-_INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-_CHAR_MAP: dict[int, str] = {c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}  # full-width ASCII
-_CHAR_MAP.update(
+_CHAR_MAP = str.maketrans(
     {
-        ord(k): v
-        for k, v in {
-            "\u2212": "-",  # minus sign
-            "\u2013": "-",  # en dash, used as a minus in GSM8K
-            "\u00d7": "*",
-            "\u2715": "*",
-            "\u2217": "*",
-            "\u00b7": "*",
-            "\u22c5": "*",
-            "\u00f7": "/",
-            "\u2215": "/",
-            "\u2044": "/",
-            "\u00a0": " ",
-            "\u202f": " ",
-            "\u3000": " ",
-            # Currency signs carry no arithmetic; LaTeX's $...$ delimiters go with them.
-            "$": "",
-            "\uff04": "",
-            "\u20ac": "",
-            "\u00a3": "",
-            "\u00a5": "",
-            "\u20b9": "",
-        }.items()
+        "\u2212": "-",  # minus sign
+        "\u2013": "-",  # en dash, used as a minus in GSM8K
+        "\u00d7": "*",
+        "\u2715": "*",
+        "\u2217": "*",
+        "\u00b7": "*",
+        "\u22c5": "*",
+        "\u00f7": "/",
+        "\u2215": "/",
+        "\u2044": "/",
+        # Currency signs carry no arithmetic; LaTeX's $...$ delimiters go with them.
+        "$": "",
+        "\u20ac": "",
+        "\u00a3": "",
+        "\u00a5": "",
+        "\u20b9": "",
     }
 )
-_NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 _SUPERSCRIPT_RE = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+")
 _VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅖": "2/5"}
@@ -150,14 +145,14 @@ _MAX_LATEX_PASSES = 30
 def normalise_math_text(text: str) -> str:
     """Rewrite ``text`` into the notation the tokenizer reads.
 
-    Invisible characters (zero-width, bidi marks, soft hyphen) are dropped; full-width and other
-    scripts' digits become ASCII; ``× · ÷ −`` and LaTeX ``\\times \\cdot \\div \\frac{a}{b}`` become
-    ``* / -`` and ``((a)/(b))``; superscript digits become ``^n``; currency signs and ``$`` vanish.
+    Invisible characters are dropped and full-width characters and other scripts' digits become
+    ASCII (:func:`selfverify.realmath.clean_unicode`); ``× · ÷ −`` and LaTeX ``\\times \\cdot \\div
+    \\frac{a}{b}`` become ``* / -`` and ``((a)/(b))``; superscript digits become ``^n``; currency
+    signs and ``$`` vanish.
     """
-    s = _INVISIBLE_RE.sub("", text)
+    s = clean_unicode(text)
     if not s.isascii():
         s = s.translate(_CHAR_MAP)
-        s = _NON_ASCII_DIGIT_RE.sub(lambda m: str(unicodedata.decimal(m.group(), 0)), s)
         s = _SUPERSCRIPT_RE.sub(lambda m: "^(" + m.group().translate(_SUPERSCRIPT) + ")", s)
         s = _VULGAR_RE.sub(_vulgar_to_text, s)
     else:
@@ -192,7 +187,7 @@ def _delatex(s: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Token:
-    kind: str  # num op lp rp eq sp word var other
+    kind: str  # num op lp rp eq sp word var unit other
     text: str
     start: int
     end: int
@@ -209,8 +204,13 @@ _TOKEN_RE = re.compile(
     r"|(?P<other>.)",
     re.DOTALL,
 )
-_ARITH_KINDS = frozenset({"num", "op", "lp", "rp", "eq", "sp"})
+# "unit" marks unit words between a number and an operator ("18 items + 6 items"); like spaces,
+# they belong to a claim's text but not to its arithmetic.
+_ARITH_KINDS = frozenset({"num", "op", "lp", "rp", "eq", "sp", "unit"})
+_SILENT_KINDS = frozenset({"sp", "unit"})
+MAX_UNIT_WORDS = 5
 _LEADING_ZERO_RE = re.compile(r"0\d")
+_POWER = ("^", "**")
 
 
 def _tokenise(s: str) -> list[_Token]:
@@ -218,15 +218,87 @@ def _tokenise(s: str) -> list[_Token]:
         _Token(m.lastgroup or "other", m.group(), m.start(), m.end(), i)
         for i, m in enumerate(_TOKEN_RE.finditer(s))
     ]
-    # A number glued to letters ("2x", "5km", "x2", "3rd") is a term, not a number.
+    # A number glued to letters ("2x", "x2", "3rd") is a term, not a number; a glued unit
+    # abbreviation ("12cm", "72km") is a unit.
     for i, tok in enumerate(tokens):
         if tok.kind != "num":
             continue
         glued_left = i > 0 and tokens[i - 1].kind == "word" and tokens[i - 1].end == tok.start
-        glued_right = i + 1 < len(tokens) and tokens[i + 1].kind == "word" and tokens[i + 1].start == tok.end
-        if glued_left or glued_right:
+        after = tokens[i + 1] if i + 1 < len(tokens) else None
+        glued_right = after is not None and after.kind == "word" and after.start == tok.end
+        beyond = tokens[i + 2] if i + 2 < len(tokens) else None
+        powered = beyond is not None and beyond.text in _POWER  # "500cm^3" is not 500^3
+        if (
+            glued_right
+            and not (glued_left or powered)
+            and after is not None
+            and after.text.lower() in _GLUED_UNITS
+        ):
+            tokens[i + 1] = _Token("unit", after.text, after.start, after.end, i + 1)
+        elif glued_left or glued_right:
             tokens[i] = _Token("var", tok.text, tok.start, tok.end, i)
+    _mark_units(tokens)
     return tokens
+
+
+def _is_unit_word(tok: _Token, first: bool) -> bool:
+    """A word that may belong to a unit phrase; "of" only inside one ("cups of coffee")."""
+    if tok.kind != "word" or len(tok.text) < 2 or tok.text.startswith("\\"):
+        return False
+    word = tok.text.lower()
+    return word not in _UNIT_STOP_WORDS or (word == "of" and not first)
+
+
+def _mark_units(tokens: list[_Token]) -> None:
+    """Turn unit words after a number into ``unit`` tokens when an operator follows them.
+
+    "18 items + 6 items = 24", "$60/lesson * 2 lessons", "25 floors x 4 apartments/floor = 100":
+    up to ``MAX_UNIT_WORDS`` words (``/`` allowed between them) and a free-standing ``x`` after them
+    becomes ``*``. Value-changing words ("thousand", "dozen", "of", "times") are never units.
+    """
+    n = len(tokens)
+    for i in range(n):
+        if tokens[i].kind != "num":
+            continue
+        j = i + 1
+        if j < n and tokens[j].kind == "unit":
+            j += 1  # "12cm"
+        if j + 1 < n and tokens[j].text == "/" and _is_unit_word(tokens[j + 1], first=True):
+            # "60/lesson": a number per something is never arithmetic on words; always a unit.
+            tokens[j] = _Token("unit", "/", tokens[j].start, tokens[j].end, j)
+            tokens[j + 1] = _Token("unit", tokens[j + 1].text, tokens[j + 1].start, tokens[j + 1].end, j + 1)
+            j += 2
+        start, words = j, 0
+        while words < MAX_UNIT_WORDS:
+            if j + 1 < n and tokens[j].text == "/" and _is_unit_word(tokens[j + 1], first=False):
+                j += 2  # "apartments/floor"
+            elif j + 1 < n and tokens[j].kind == "sp" and _is_unit_word(tokens[j + 1], first=words == 0):
+                j += 2
+            else:
+                break
+            words += 1
+        if words == 0:
+            continue
+        k = j + 1 if j < n and tokens[j].kind == "sp" else j
+        if k >= n:
+            continue
+        nxt = tokens[k]
+        times = nxt.kind == "word" and nxt.text in ("x", "X") and _operand_follows(tokens, k)
+        if (nxt.kind not in ("op", "eq") or nxt.text in _POWER) and not times:
+            continue
+        for m in range(start, j):
+            if tokens[m].kind != "sp":
+                tokens[m] = _Token("unit", tokens[m].text, tokens[m].start, tokens[m].end, m)
+        if times:
+            tokens[k] = _Token("op", "*", nxt.start, nxt.end, k)
+
+
+def _operand_follows(tokens: list[_Token], k: int) -> bool:
+    """Whether a number or an opening parenthesis comes after ``tokens[k]`` (spaces skipped)."""
+    k += 1
+    if k < len(tokens) and tokens[k].kind == "sp":
+        k += 1
+    return k < len(tokens) and tokens[k].kind in ("num", "lp")
 
 
 class _Parser:
@@ -254,11 +326,11 @@ class _Parser:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
     def _tight_fraction(self, numerator: _Token) -> bool:
-        """Whether ``numerator`` starts a fraction written without spaces after a spaced operator.
+        """Whether to read ``numerator`` and the next two tokens as one fraction "b/c".
 
-        GSM8K writes "25 / 1/3 = 75" for 25 divided by one third: "1/3" binds tighter than the
-        spaced "/". Only when nothing glued before ("a/b/c" stays left to right) and no power after
-        ("2/3^2" stays 2/9).
+        GSM8K writes both "25 / 1/3 = 75" (25 divided by one third) and "500/ 1/10 = 50" (left to
+        right), so a glued "b/c" is an ambiguous reading (sets ``self.ambiguous``), taken when
+        ``self.tight``. Never inside a glued chain ("a/b/c") or next to a power ("2/3^2").
         """
         toks, k = self.tokens, self.pos
         if k + 1 >= len(toks) or toks[k].text != "/" or toks[k + 1].kind != "num":
@@ -267,12 +339,12 @@ class _Parser:
             return False
         before = toks[k - 2] if k >= 2 else None
         if before is not None and (
-            before.text in ("^", "**") or (before.text == "/" and before.end == numerator.start)
+            before.text in _POWER or (before.text == "/" and before.end == numerator.start)
         ):
             return False
         after = toks[k + 2] if k + 2 < len(toks) else None
         if after is not None and (
-            after.text in ("^", "**") or (after.kind == "lp" and after.start == toks[k + 1].end)
+            after.text in _POWER or (after.kind == "lp" and after.start == toks[k + 1].end)
         ):
             return False
         self.ambiguous = True
@@ -317,7 +389,7 @@ class _Parser:
     def power(self) -> Fraction:
         base = self.atom()
         tok = self._peek()
-        if tok is None or tok.text not in ("^", "**"):
+        if tok is None or tok.text not in _POWER:
             return base
         self.pos += 1
         self._enter()
@@ -386,7 +458,7 @@ def evaluate(expression: str) -> Fraction:
     s = normalise_math_text(expression)
     if len(s) > MAX_EXPR_CHARS:
         raise Uncheckable("expression too long")
-    tokens = [t for t in _tokenise(s) if t.kind != "sp"]
+    tokens = [t for t in _tokenise(s) if t.kind not in _SILENT_KINDS]
     if len(tokens) > MAX_EXPR_TOKENS:
         raise Uncheckable("expression too long")
     if not tokens:
@@ -397,78 +469,41 @@ def evaluate(expression: str) -> Fraction:
 # ---------------------------------------------------------------------------------------------
 # Finding claims: runs of arithmetic tokens joined by '=' signs.
 
-# A word right before a claim's left side means the expression began in words ("half of 48 = 24",
-# "20 minus 5 = 15", "sqrt 16 + 1 = 5"): the numeric part alone is not the claim.
-_LEFT_WORDS = frozenset(
-    {
-        "x",
-        "of",
-        "times",
-        "by",
-        "plus",
-        "minus",
-        "over",
-        "into",
-        "per",
-        "less",
-        "more",
-        "than",
-        "from",
-        "and",
-        "half",
-        "twice",
-        "double",
-        "triple",
-        "thrice",
-        "multiplied",
-        "divided",
-        "add",
-        "added",
-        "subtract",
-        "subtracted",
-        "sqrt",
-        "root",
-        "log",
-        "ln",
-        "exp",
-        "sin",
-        "cos",
-        "tan",
-    }
-)
-# A word right after a claim's right side that changes its value ("= 1/2 of", "= 1.5 million").
-_RIGHT_WORDS = frozenset(
-    {
-        "of",
-        "and",
-        "times",
-        "squared",
-        "cubed",
-        "multiplied",
-        "divided",
-        "plus",
-        "minus",
-        "over",
-        "percent",
-        "dozen",
-        "dozens",
-        "hundred",
-        "thousand",
-        "million",
-        "billion",
-        "trillion",
-        "half",
-        "halves",
-        "third",
-        "thirds",
-        "quarter",
-        "quarters",
-        "fourth",
-        "fourths",
-        "fifth",
-        "fifths",
-    }
-)
+# fmt: off
+# A word right before a claim's left side means the expression began in words ("twice 12 = 24",
+# "20 minus 5 = 15", "sqrt 16 + 1 = 5"): the numeric part alone is not the claim. "of" and "and"
+# count only after a number or a fraction word ("half of 48 = 24", "1 and 1/4 = 1.25").
+_LEFT_WORDS = frozenset((
+    "x", "times", "by", "plus", "minus", "over", "into", "per", "less", "more", "than", "from",
+    "half", "twice", "double", "triple", "thrice", "multiplied", "divided", "sqrt", "root", "log",
+    "ln", "exp", "sin", "cos", "tan",
+))
+# A word right after a claim's right side that changes its value ("= 1.5 million", "= 3 dozen").
+# "of" counts unless the side is a whole number ("= 1/2 of it" vs "= 12 of them"), "and" when a
+# number follows ("= 5 and 2/3").
+_RIGHT_WORDS = frozenset((
+    "times", "squared", "cubed", "multiplied", "divided", "plus", "minus", "over", "percent",
+    "dozen", "dozens", "hundred", "thousand", "million", "billion", "trillion", "half", "halves",
+    "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth", "fifths",
+))
+_FRACTION_WORDS = frozenset((
+    "half", "halves", "third", "thirds", "quarter", "quarters", "fourth", "fourths", "fifth",
+    "fifths", "sixth", "sixths", "eighth", "eighths", "tenth", "tenths", "twice", "double",
+    "triple", "percent",
+))
+# Words never taken for units: they change a value or link two statements.
+_UNIT_STOP_WORDS = (_LEFT_WORDS | _RIGHT_WORDS | frozenset((
+    "of", "and", "or", "is", "are", "was", "were", "be", "equals", "equal", "gives", "makes",
+    "so", "then", "thus", "hence", "which", "that", "the", "an", "to", "in", "on", "at", "for",
+    "with", "because", "since", "as", "if", "when", "while", "but", "also", "already", "still",
+    "only", "just", "up", "down", "out", "left", "now", "total", "altogether", "together",
+))) - {"per"}
+# Unit abbreviations written glued to a number ("12cm").
+_GLUED_UNITS = frozenset((
+    "mm", "cm", "km", "kg", "mg", "lb", "lbs", "oz", "ft", "yd", "yds", "mi", "mph", "kph", "ml",
+    "hr", "hrs", "min", "mins", "sec", "secs", "am", "pm", "kw", "kwh", "gb", "mb", "kb", "sq",
+))
+# fmt: on
 # Characters that may touch a claim without changing it; anything else glued on (letters, "!",
 # "|", "√", "_", ...) means the numbers are part of something larger.
 _GLUE_OK_LEFT = frozenset(":;,(\"'[")
@@ -485,14 +520,20 @@ class _Side:
     reason: str = ""
     literal_decimals: int | None = None  # decimals of a bare literal ("24" -> 0, "0.67" -> 2)
     literal_percent: bool = False
+    unit: str = ""  # unit words right before the next "=" ("4.5 gallons = ...")
+    lead: Fraction | None = None  # the leading number of "420 + 23", for running totals
 
     @property
     def usable(self) -> bool:
         return self.values is not None or self.undefined
 
 
-def _side(tokens: list[_Token], source: str, reason: str = "") -> _Side:
-    """Evaluate one side (tokens without spaces) unless ``reason`` already rules it out."""
+def _side(tokens: list[_Token], source: str, reason: str = "", units: Sequence[str] = ()) -> _Side:
+    """Evaluate one side (tokens without spaces or units) unless ``reason`` already rules it out.
+
+    ``units`` are the side's unit phrases, normalised; the last is its trailing unit when the side
+    ends with one.
+    """
     if not tokens:
         return _Side("", reason=reason or "empty side")
     text = source[tokens[0].start : tokens[-1].end]
@@ -502,6 +543,8 @@ def _side(tokens: list[_Token], source: str, reason: str = "") -> _Side:
         return _Side(text, reason="expression too long")
     if any(t.kind == "num" and _LEADING_ZERO_RE.match(t.text) for t in tokens):
         return _Side(text, reason="number with a leading zero (a clock time or a code)")
+    if len(set(units)) > 1 and any(t.text in ("+", "-") for t in tokens):
+        return _Side(text, reason="adds quantities in different units")
     values: dict[Reading, Fraction] = {}
     try:
         for reading in READINGS:
@@ -520,21 +563,20 @@ def _side(tokens: list[_Token], source: str, reason: str = "") -> _Side:
         number = nums[0].text.rstrip("%")
         side.literal_decimals = len(number.split(".", 1)[1]) if "." in number else 0
         side.literal_percent = nums[0].text.endswith("%")
+    elif tokens[0].kind == "num" and len(tokens) > 1 and tokens[1].kind == "op":
+        side.lead = _Parser(tokens[:1]).parse()
     return side
 
 
 def _trim_parens(tokens: list[_Token], leading: bool) -> list[_Token]:
     """Drop parentheses opened before (or closed after) a claim: "(so 3 + 4 = 7)"."""
-    tokens = list(tokens)
-    while tokens:
-        opened = sum(t.kind == "lp" for t in tokens) - sum(t.kind == "rp" for t in tokens)
-        if leading and opened > 0 and tokens[0].kind == "lp":
-            tokens.pop(0)
-        elif not leading and opened < 0 and tokens[-1].kind == "rp":
-            tokens.pop()
-        else:
-            break
-    return tokens
+    opened = sum(t.kind == "lp" for t in tokens) - sum(t.kind == "rp" for t in tokens)
+    start, end = 0, len(tokens)
+    while leading and opened > 0 and start < end and tokens[start].kind == "lp":
+        start, opened = start + 1, opened - 1
+    while not leading and opened < 0 and start < end and tokens[end - 1].kind == "rp":
+        end, opened = end - 1, opened + 1
+    return tokens[start:end]
 
 
 def _context(tokens: list[_Token], index: int, step: int) -> tuple[bool, _Token | None, _Token | None]:
@@ -586,7 +628,7 @@ def _first_side_reason(seg: list[_Token], tokens: list[_Token]) -> str:
         if not sign or (word is not None and (glued or word.kind == "var" or len(word.text) < 2)):
             return "left side starts with an operator"
     if word is not None:
-        if word.text.lower() in _LEFT_WORDS or word.text.startswith("\\"):
+        if word.text.lower() in _LEFT_WORDS or word.text.startswith("\\") or _linking_word(word, seg, tokens):
             return f"left side continues in words ({word.text!r})"
         if len(seg) == 1 or (len(seg) == 2 and first.text == "-"):
             return "bare number after words"
@@ -600,21 +642,56 @@ def _last_side_reason(seg: list[_Token], tokens: list[_Token]) -> str:
     glued, nxt, beyond = _context(tokens, seg[-1].index, 1)
     if glued and _touches(nxt, _GLUE_OK_RIGHT):
         return "part of a larger expression"
-    # "= 6:48", "= 1.2.3": the side ends inside a clock time or a malformed number.
-    if glued and _number_punct(nxt, beyond):
+    # "= 6:48", "= 1.2.3", "= 8.333...": the side ends inside a clock time or a longer number.
+    if glued and (
+        _number_punct(nxt, beyond)
+        or (nxt is not None and nxt.text in ".…" and beyond is not None and beyond.text in ".…")
+    ):
         return "part of a larger number"
-    if nxt is not None and nxt.kind == "word" and nxt.text.lower() in _RIGHT_WORDS:
+    if nxt is None or nxt.kind != "word":
+        return ""
+    lowered = nxt.text.lower()
+    whole = len(seg) == 1 and seg[0].kind == "num" and "." not in seg[0].text and "%" not in seg[0].text
+    after_and = _context(tokens, nxt.index, 1)[1] if lowered == "and" else None
+    mixed_number = after_and is not None and _fraction_at(tokens, after_and.index)  # "= 5 and 2/3"
+    if lowered in _RIGHT_WORDS or (lowered == "of" and not whole) or mixed_number:
         return f"right side continues in words ({nxt.text!r})"
     return ""
 
 
+def _fraction_at(tokens: list[_Token], index: int) -> bool:
+    """Whether a fraction written "a/b" (no spaces) starts at ``tokens[index]``."""
+    if index + 2 >= len(tokens):
+        return False
+    a, slash, b = tokens[index : index + 3]
+    return a.kind == "num" and slash.text == "/" and b.kind == "num" and a.end == slash.start == b.start - 1
+
+
+def _linking_word(word: _Token, seg: list[_Token], tokens: list[_Token]) -> bool:
+    """Whether ``word`` links ``seg`` to a number before it: "half of 48", "1 and 1/4"."""
+    before = _context(tokens, word.index, -1)[1]
+    if before is None:
+        return False
+    if word.text.lower() == "of":
+        return before.kind in ("num", "var") or before.text.lower() in _FRACTION_WORDS
+    return word.text.lower() == "and" and before.kind == "num" and _fraction_at(tokens, seg[0].index)
+
+
 def _rounds_to(exact: Fraction, claimed: Fraction, decimals: int) -> bool:
-    """Whether ``claimed`` is ``exact`` rounded down or up to ``decimals`` decimal places."""
-    if decimals == 0 or decimals > MAX_NUMBER_DIGITS:
+    """Whether ``claimed`` is ``exact`` rounded to nearest (ties either way) or truncated toward zero,
+    at ``decimals`` decimal places."""
+    if decimals > MAX_NUMBER_DIGITS:
         return exact == claimed
     scale = 10**decimals
-    scaled = exact * scale
-    return claimed * scale in (math.floor(scaled), math.ceil(scaled))
+    scaled, target = exact * scale, claimed * scale
+    if target.denominator != 1:
+        return False
+    low, high = math.floor(scaled), math.ceil(scaled)
+    truncated = low if scaled >= 0 else high
+    nearest = (
+        {low, high} if scaled - low == high - scaled else {low if scaled - low < high - scaled else high}
+    )
+    return target.numerator == truncated or target.numerator in nearest
 
 
 def _pair_holds(a: _Side, b: _Side) -> bool:
@@ -651,16 +728,25 @@ def format_value(value: Fraction) -> str:
     return f"{value} ≈ {float(value):.6g}"
 
 
-def _judge(a: _Side, b: _Side) -> Claim:
+def _judge(a: _Side, b: _Side, in_chain: bool) -> Claim:
+    """Decide the claim ``a = b``; ``in_chain`` when it is one link of ``s0 = s1 = s2 ...``."""
     text = f"{a.text} = {b.text}"
     if not (a.usable and b.usable):
         return Claim(text, "unchecked", a.reason or b.reason)
     if a.undefined or b.undefined:
         return Claim(text, "wrong", "division by zero")
+    # "60 = 1 hour", "= 100 cents = 1", "4.5 gallons = 4.5 * 8 pints": restatements and unit
+    # conversions, not arithmetic. Two bare numbers are compared only inside a longer chain
+    # ("48/2 = 24 = 25").
+    bare_pair = b.literal_decimals is not None and not in_chain
+    if a.literal_decimals is not None and (bare_pair or a.unit):
+        return Claim(text, "unchecked", "a quantity restated (unit conversion)")
     if _pair_holds(a, b):
         return Claim(text, "right")
     assert a.values is not None and b.values is not None
     va, vb = a.values[READINGS[0]], b.values[READINGS[0]]
+    if b.lead is not None and b.lead == va:
+        return Claim(text, "right", "running total")  # "7 x 60 = 420 + 23 = 443"
     if a.literal_decimals is not None and b.literal_decimals is not None:
         detail = f"{a.text} ≠ {b.text}"
     elif b.literal_decimals is not None:
@@ -672,12 +758,29 @@ def _judge(a: _Side, b: _Side) -> Claim:
     return Claim(text, "wrong", detail)
 
 
+def _unit_key(words: list[str]) -> str:
+    """A unit phrase compared loosely: lower case, plural "s" dropped ("Items" ~ "item")."""
+    return " ".join(w.lower().removesuffix("s") for w in words)
+
+
 def _chain_claims(run: list[_Token], tokens: list[_Token], source: str) -> list[Claim]:
     """Claims of one run ``s0 = s1 = ... = sn`` of arithmetic tokens: each adjacent pair."""
     segments: list[list[_Token]] = [[]]
+    units: list[list[str]] = [[]]
+    trailing: list[bool] = [False]  # whether the segment ends with a unit phrase
+    phrase: list[str] = []
     for tok in run:
+        if tok.kind == "unit":
+            phrase.append(tok.text)
+            continue
+        if phrase and tok.kind != "sp":
+            units[-1].append(_unit_key(phrase))
+            trailing[-1] = tok.kind == "eq"
+            phrase = []
         if tok.kind == "eq":
             segments.append([])
+            units.append([])
+            trailing.append(False)
         elif tok.kind != "sp":
             segments[-1].append(tok)
     segments[0] = _trim_parens(segments[0], leading=True)
@@ -689,23 +792,23 @@ def _chain_claims(run: list[_Token], tokens: list[_Token], source: str) -> list[
             reason = _first_side_reason(seg, tokens)
         if i == len(segments) - 1:
             reason = reason or _last_side_reason(seg, tokens)
-        sides.append(_side(seg, source, reason))
-    claims = []
-    for a, b in zip(sides, sides[1:], strict=False):
-        # "24 = 24" on its own is a statement about units or labels ("60 = 1 hour"); two bare
-        # numbers are only compared inside a longer chain ("48/2 = 24 = 25").
-        if len(sides) == 2 and a.literal_decimals is not None and b.literal_decimals is not None:
-            claims.append(Claim(f"{a.text} = {b.text}", "unchecked", "two bare numbers"))
-        else:
-            claims.append(_judge(a, b))
-    return claims
+        side = _side(seg, source, reason, units[i])
+        if trailing[i]:
+            side.unit = units[i][-1]
+        sides.append(side)
+    return [_judge(a, b, len(sides) > 2) for a, b in zip(sides, sides[1:], strict=False)]
 
 
 def find_claims(text: str) -> list[Claim]:
-    """Every ``lhs = rhs`` claim in ``text`` (calculator annotations included), judged, deduplicated."""
+    """Every ``lhs = rhs`` claim in ``text`` (calculator annotations included), judged, deduplicated.
+
+    Only the first ``MAX_STEP_CHARS`` characters are read, and at most ``MAX_CLAIMS_PER_STEP``
+    claims are kept, so the cost of a step is bounded whatever its length.
+    """
+    text = text[:MAX_STEP_CHARS]
     claims: list[Claim] = []
     annotations = _ANNOTATION_RE.findall(text) if "<<" in text else []
-    for content in annotations:
+    for content in annotations[:MAX_CLAIMS_PER_STEP]:
         claims.extend(_claims_in(normalise_math_text(content)))
     if annotations:
         text = _ANNOTATION_RE.sub("", text)
@@ -747,8 +850,10 @@ class ArithmeticRuleVerifier:
     with a reference ``answer``, 1 if the final answer of the solution (searched from the last step
     backwards, see :func:`selfverify.realmath.extract_answer`) equals it, else 0; with no reference
     answer, 1. ``analysis`` lists each wrong claim ("Step 3: 48/2 = 25 is wrong (48/2 = 24).", steps
-    numbered from 1) and an answer mismatch. ``extra`` counts claims: ``claims_checked``,
-    ``claims_wrong``, ``claims_unchecked``; plus ``predicted_answer`` and ``answer_correct``.
+    numbered from 1) and an answer mismatch. ``extra`` counts claims (``claims_checked``,
+    ``claims_wrong``, ``claims_unchecked``), steps read only in part (``steps_truncated``, past
+    ``MAX_STEP_CHARS`` or ``MAX_SOLUTION_CHARS``), and with a reference answer has
+    ``predicted_answer`` and ``answer_correct``.
     """
 
     name = "rule"
@@ -758,7 +863,13 @@ class ArithmeticRuleVerifier:
 
     def verify(self, item: VerifyInput) -> Verdict:
         """Judge one solution."""
-        checks = [StepCheck(find_claims(step)) for step in item.steps]
+        checks: list[StepCheck] = []
+        budget, truncated = MAX_SOLUTION_CHARS, 0
+        for step in item.steps:
+            readable = step[: min(MAX_STEP_CHARS, budget)]
+            truncated += len(readable) < len(step)
+            budget -= len(readable)
+            checks.append(StepCheck(find_claims(readable)))
         step_scores = [0.0 if check.wrong else 1.0 for check in checks]
         lines = [
             f"Step {i + 1}: {claim.text} is wrong ({claim.detail})."
@@ -771,6 +882,8 @@ class ArithmeticRuleVerifier:
             "claims_wrong": sum(len(c.wrong) for c in checks),
             "claims_unchecked": sum(len(c.claims) - c.checked for c in checks),
         }
+        if truncated:
+            extra["steps_truncated"] = truncated
         score = 0.0 if earliest >= 0 else 1.0
         if item.answer is not None:
             predicted = final_answer(item.steps)
@@ -779,8 +892,10 @@ class ArithmeticRuleVerifier:
             extra["answer_correct"] = correct
             if not correct:
                 score = 0.0
-                shown = "none found" if predicted is None else predicted
-                lines.append(f"Final answer {shown} does not match the reference answer {item.answer}.")
+                shown = "none found" if predicted is None else _shorten(predicted)
+                lines.append(
+                    f"Final answer {shown} does not match the reference answer {_shorten(item.answer)}."
+                )
         return Verdict(step_scores, earliest, score, analysis="\n".join(lines), extra=extra)
 
 
@@ -791,3 +906,7 @@ def final_answer(steps: Sequence[str]) -> str | None:
         if found is not None:
             return found
     return None
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

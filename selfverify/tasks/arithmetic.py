@@ -64,6 +64,10 @@ class Problem:
         lines.append(f"{ANSWER_PREFIX}{acc}")
         return "\n".join(lines)
 
+    def direct_solution(self) -> str:
+        """The answer alone, with no working: a shortcut the checker marks wrong at step 0."""
+        return f"{ANSWER_PREFIX}{self.answer}"
+
 
 @dataclass
 class TaskSpec:

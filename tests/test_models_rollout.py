@@ -1,0 +1,78 @@
+"""Tokenizer, tiny model, checkpoints in HF format, and the rollout tensor layout."""
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from selfverify.checkpoint import load_checkpoint, recover, save_checkpoint
+from selfverify.models import ModelSpec, build_char_tokenizer, build_model
+from selfverify.rollout import encode_pairs, response_logprobs, sample
+
+SPEC = ModelSpec(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+
+
+def test_char_tokenizer_round_trip():
+    tok = build_char_tokenizer()
+    text = "Q:12+7*3-4\n12+7=19\nA:-53 Step 2 is wrong."
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(text)
+    assert tok.decode(ids) == text
+    assert tok.unk_token_id in tok("é", add_special_tokens=False)["input_ids"]
+
+
+def test_checkpoint_loads_with_auto_classes(tmp_path):
+    tok = build_char_tokenizer()
+    model = build_model(SPEC, tok, seed=0)
+    save_checkpoint(tmp_path / "ckpt", model, tok, {"step": 3})
+    assert (tmp_path / "ckpt" / "model.safetensors").exists()
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt")
+    tok2 = AutoTokenizer.from_pretrained(tmp_path / "ckpt")
+    ids = torch.tensor([tok2("Q:1+2\n", add_special_tokens=False)["input_ids"]])
+    torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+    _, _, state = load_checkpoint(tmp_path / "ckpt")
+    assert state == {"step": 3}
+    # Overwriting is atomic: a crash between the two renames leaves only ".old", which recover restores.
+    save_checkpoint(tmp_path / "ckpt", model, tok, {"step": 4})
+    (tmp_path / "ckpt").rename(tmp_path / "ckpt.old")
+    recover(tmp_path / "ckpt")
+    assert load_checkpoint(tmp_path / "ckpt")[2] == {"step": 4}
+
+
+def test_sampled_logprobs_match_recomputed_logprobs_with_left_padding():
+    """generate() and the training forward pass must agree on positions and masking."""
+    tok = build_char_tokenizer()
+    model = build_model(SPEC, tok, seed=0)
+    prompts = ["Q:1+2\n", "Q:12+7*3-4\n", "Q:5-9\n"]
+    out = model.generate(
+        **tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False),
+        do_sample=True, top_k=0, top_p=1.0, max_new_tokens=12, output_scores=True,
+        return_dict_in_generate=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+    )  # fmt: skip
+    rollout = sample(model, tok, prompts, max_new_tokens=12, seed=0)
+    torch.manual_seed(0)
+    lp = response_logprobs(model, rollout)
+    assert lp.shape == rollout.response_mask.shape
+    # Recompute generate's own per-step log-softmax for the tokens our rollout drew.
+    torch.manual_seed(0)
+    gen = model.generate(
+        **tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False),
+        do_sample=True, top_k=0, top_p=1.0, max_new_tokens=12, output_logits=True,
+        return_dict_in_generate=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+    )  # fmt: skip
+    assert torch.equal(gen.sequences, rollout.input_ids)
+    step_logits = torch.stack(gen.logits, dim=1).log_softmax(-1)
+    gen_lp = step_logits.gather(-1, rollout.responses[:, : step_logits.shape[1], None]).squeeze(-1)
+    mask = rollout.response_mask[:, : gen_lp.shape[1]]
+    torch.testing.assert_close(lp[:, : gen_lp.shape[1]] * mask, gen_lp * mask, atol=1e-4, rtol=1e-4)
+    assert out.sequences.shape[0] == 3
+
+
+def test_response_mask_stops_after_eos_and_flags_truncation():
+    tok = build_char_tokenizer()
+    batch = encode_pairs(tok, ["Q:1+2\n", "Q:12+7\n"], ["1+2=3\nA:3", "12+7=19\nA:19"])
+    assert batch.response_mask.sum(-1).tolist() == [len("1+2=3\nA:3") + 1, len("12+7=19\nA:19") + 1]
+    assert batch.input_ids[0, batch.prompt_len + 9].item() == tok.eos_token_id
+    model = build_model(SPEC, tok, seed=0)
+    out = sample(model, tok, ["Q:1+2\n"] * 4, max_new_tokens=3, seed=1)
+    assert out.responses.shape[1] <= 3
+    for row, trunc in zip(out.responses, out.truncated, strict=True):
+        assert bool(trunc) == (tok.eos_token_id not in row.tolist())

@@ -1,0 +1,74 @@
+"""The embedded world: problem generation, held-out split, and the ground-truth step checker."""
+
+import random
+
+import pytest
+
+from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, parse_problem, train_problems
+from selfverify.tasks.arithmetic import sample_problem
+
+P = Problem(12, (("+", 7), ("*", 3), ("-", 4)))
+
+
+def test_left_to_right_reference():
+    assert P.prompt == "Q:12+7*3-4\n"
+    assert P.answer == 53  # ((12+7)*3)-4, not 12+21-4
+    assert P.reference_solution() == "12+7=19\n19*3=57\n57-4=53\nA:53"
+
+
+def test_reference_solutions_are_fully_correct():
+    rng = random.Random(1)
+    for _ in range(500):
+        p = sample_problem(rng, TaskSpec(min_ops=1, max_ops=5, max_operand=50))
+        check = check_solution(p, p.reference_solution())
+        assert check.correct and check.earliest_error == -1 and all(check.step_correct)
+        assert parse_problem(p.prompt) == p
+
+
+@pytest.mark.parametrize(
+    ("solution", "labels", "earliest", "correct"),
+    [
+        ("12+7=19\n19*3=57\n57-4=53\nA:53", [1, 1, 1, 1], -1, True),
+        ("12+7=18\n18*3=54\n54-4=50\nA:50", [0, 0, 0, 0], 0, False),  # arithmetic slip, carried forward
+        ("12+7=19\n19*3=58\n58-4=54\nA:54", [1, 0, 0, 0], 1, False),
+        ("12+7=19\n19+3=22\n22-4=18\nA:18", [1, 0, 0, 0], 1, False),  # wrong operator
+        ("12+7=19\n20*3=60\n60-4=56\nA:56", [1, 0, 0, 0], 1, False),  # does not continue from 19
+        ("12+7=19\n19*3=57\nA:57", [1, 1, 0], 2, False),  # skipped an operation
+        ("12+7=19\n19*3=57\n57-4=53", [1, 1, 0], 2, False),  # no answer line: wrong at its last step
+        ("12+7=19\n19*3=57\n57-4=53\nA:52", [1, 1, 1, 0], 3, False),
+        ("12+7=19\n19*3=57\n57-4=53\nA:53\n53+1=54", [1, 1, 1, 1, 0], 4, True),  # text after the answer
+        ("12+7=19\n19*3=58\n57-4=53\nA:53", [1, 0, 0, 0], 1, True),  # right answer, wrong step
+        ("hello\nA:53", [0, 0], 0, True),
+        ("", [], 0, False),
+        ("12+7=19\n19*3=57\n57-4=53\nA:" + "9" * 40, [1, 1, 1, 0], 3, False),  # huge number: not parsed
+    ],
+)
+def test_step_labels(solution, labels, earliest, correct):
+    check = check_solution(P, solution)
+    assert check.step_correct == [bool(x) for x in labels]
+    assert check.earliest_error == earliest
+    assert check.correct is correct
+
+
+def test_heldout_is_fixed_distinct_and_never_trained_on():
+    spec = TaskSpec()
+    held = heldout_split(spec, 200, seed=0)
+    assert held == heldout_split(spec, 200, seed=0)
+    assert len(set(held)) == 200
+    train = train_problems(spec, 2000, seed=0, tag="sft-0", exclude=set(held))
+    assert not set(train) & set(held)
+    assert train == train_problems(spec, 2000, seed=0, tag="sft-0", exclude=set(held))
+    assert train != train_problems(spec, 2000, seed=0, tag="sft-1", exclude=set(held))
+
+
+def test_difficulty_knobs():
+    rng = random.Random(0)
+    spec = TaskSpec(min_ops=4, max_ops=4, max_operand=5, ops="+")
+    for _ in range(50):
+        p = sample_problem(rng, spec)
+        assert len(p.ops) == 4 and all(op == "+" and 1 <= b <= 5 for op, b in p.ops)
+
+
+def test_parse_problem_rejects_other_text():
+    with pytest.raises(ValueError, match="not an embedded"):
+        parse_problem("Q:__import__('os')")
