@@ -67,10 +67,14 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             sched.load_state_dict(state["scheduler"])
         bar = tqdm(range(state["step"], cfg.sft.steps), desc="cold start (SFT)", disable=not progress)
         for step in bar:
-            problems = train_problems(cfg.task, cfg.sft.batch_size, seed=cfg.seed, tag=f"sft-{step}", exclude=exclude)
+            problems = train_problems(
+                cfg.task, cfg.sft.batch_size, seed=cfg.seed, tag=f"sft-{step}", exclude=exclude
+            )
             style = random.Random(f"{cfg.seed}-sft-style-{step}")
             demos = [
-                p.direct_solution() if style.random() < cfg.sft.direct_answer_fraction else p.reference_solution()
+                p.direct_solution()
+                if style.random() < cfg.sft.direct_answer_fraction
+                else p.reference_solution()
                 for p in problems
             ]
             batch = encode_pairs(tok, [p.prompt for p in problems], demos)
@@ -127,8 +131,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 )
             advantages, _ = estimator(scores=scores, response_mask=rollout.response_mask, group_ids=group_ids)
             m = policy_update(
-                model, opt, rollout, old_logprobs=old_lp, advantages=advantages, ref_logprobs=ref_lp,
-                cfg=rl, seed=step_seed,
+                model,
+                opt,
+                sched,
+                rollout,
+                old_logprobs=old_lp,
+                advantages=advantages,
+                ref_logprobs=ref_lp,
+                cfg=rl,
+                seed=step_seed,
             )
             m |= {
                 "reward": rewards.mean().item(),

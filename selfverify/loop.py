@@ -1,8 +1,8 @@
 """``python -m selfverify.loop``: run a training job (the embedded default when given no arguments).
 
-    python -m selfverify.loop                                  # configs/default.yaml
-    python -m selfverify.loop --config my.yaml rl.lr=1e-5 seed=3
-    python -m selfverify.loop --run-dir runs/a objective=dapo  # rerun the same command to resume
+python -m selfverify.loop                                  # configs/default.yaml
+python -m selfverify.loop --config my.yaml rl.lr=1e-5 seed=3
+python -m selfverify.loop --run-dir runs/a objective=dapo  # rerun the same command to resume
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         pipelines = _pipelines()
         if cfg.pipeline not in pipelines:
-            raise ConfigError(f"config key 'pipeline': unknown pipeline {cfg.pipeline!r}; known: {sorted(pipelines)}")
+            raise ConfigError(
+                f"config key 'pipeline': unknown pipeline {cfg.pipeline!r}; known: {sorted(pipelines)}"
+            )
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(args.run_dir or f"runs/{cfg.pipeline}-seed{cfg.seed}-{stamp}")
         prepare_run_dir(cfg, run_dir)

@@ -18,17 +18,26 @@ def plot_curves(records: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     axes[0].plot([r["step"] for r in sft], [r["loss"] for r in sft], color="tab:gray")
     axes[0].set(title="Cold start: SFT loss", xlabel="SFT step", ylabel="NLL / token")
-    axes[1].plot([r["step"] for r in rl], [r["reward"] for r in rl], color="tab:blue", alpha=0.35, label="batch")
+    axes[1].plot(
+        [r["step"] for r in rl], [r["reward"] for r in rl], color="tab:blue", alpha=0.35, label="batch"
+    )
     if len(rl) >= 5:
         k = 5
-        smooth = [sum(r["reward"] for r in rl[max(0, i - k + 1) : i + 1]) / min(k, i + 1) for i in range(len(rl))]
+        smooth = [
+            sum(r["reward"] for r in rl[max(0, i - k + 1) : i + 1]) / min(k, i + 1) for i in range(len(rl))
+        ]
         axes[1].plot([r["step"] for r in rl], smooth, color="tab:blue", label=f"mean of {k}")
     axes[1].set(title="RL: training reward", xlabel="RL step", ylabel="mean reward", ylim=(-0.02, 1.02))
     axes[1].legend(loc="lower right")
-    axes[2].plot([r["step"] for r in ev], [r["accuracy"] for r in ev], "o-", color="tab:green", label="accuracy")
+    axes[2].plot(
+        [r["step"] for r in ev], [r["accuracy"] for r in ev], "o-", color="tab:green", label="accuracy"
+    )
     if ev and "valid_solution_rate" in ev[0]:
         axes[2].plot(
-            [r["step"] for r in ev], [r["valid_solution_rate"] for r in ev], "s--", color="tab:olive",
+            [r["step"] for r in ev],
+            [r["valid_solution_rate"] for r in ev],
+            "s--",
+            color="tab:olive",
             label="all steps valid",
         )
     axes[2].set(title="Held-out greedy accuracy", xlabel="RL step", ylim=(-0.02, 1.02))

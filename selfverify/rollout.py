@@ -53,7 +53,9 @@ def _response_mask(responses: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, 
 
 
 def _encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]) -> dict[str, torch.Tensor]:
-    return tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    return tokenizer(
+        prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+    )
 
 
 @torch.no_grad()
@@ -69,14 +71,13 @@ def sample(
 ) -> Rollout:
     """Sample one response per prompt (repeat a prompt G times for a group)."""
     enc = _encode_prompts(tokenizer, prompts)
+    # Sampling reads the full distribution: top_k=None would fall back to transformers' default of 50.
+    sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
     gen = GenerationConfig(
         max_new_tokens=max_new_tokens,
-        do_sample=not greedy,
-        temperature=1.0 if greedy else temperature,
-        top_k=0,  # None would fall back to transformers' default top-k of 50: sample the full distribution
-        top_p=1.0,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        **sampling,
     )
     if seed is not None:
         torch.manual_seed(seed)

@@ -60,6 +60,7 @@ def sft_step(
 def policy_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
     batch: Rollout,
     *,
     old_logprobs: torch.Tensor,
@@ -68,7 +69,7 @@ def policy_update(
     cfg: RLConfig,
     seed: int,
 ) -> dict[str, float]:
-    """``epochs`` passes of ``mini_batches`` optimizer steps over one rollout batch.
+    """``epochs`` passes of ``mini_batches`` optimizer steps over one rollout batch; one scheduler step.
 
     Each optimizer step accumulates gradients over micro-batches; every loss is aggregated with the
     mini-batch's global token/sequence counts, so the gradient does not depend on micro_batch_size.
@@ -111,10 +112,19 @@ def policy_update(
                     stats["kl"] = masked_mean(kl.detach(), mb.response_mask)
                 loss.backward()
                 w = mb.response_mask.sum().item()
-                stats = {**stats, "pg_loss": pg_loss.detach(), "entropy": masked_mean(entropy.detach(), mb.response_mask)}
+                stats = {
+                    **stats,
+                    "pg_loss": pg_loss.detach(),
+                    "entropy": masked_mean(entropy.detach(), mb.response_mask),
+                }
                 for k, v in stats.items():
                     sums[k] += float(v) * w
                 weight += w
             grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item())
             optimizer.step()
-    return {**{k: v / max(weight, 1.0) for k, v in sums.items()}, "grad_norm": sum(grad_norms) / len(grad_norms)}
+    scheduler.step()
+    return {
+        **{k: v / max(weight, 1.0) for k, v in sums.items()},
+        "lr": scheduler.get_last_lr()[0],
+        "grad_norm": sum(grad_norms) / len(grad_norms),
+    }

@@ -72,3 +72,18 @@ def test_difficulty_knobs():
 def test_parse_problem_rejects_other_text():
     with pytest.raises(ValueError, match="not an embedded"):
         parse_problem("Q:__import__('os')")
+
+
+def test_embedded_rule_verifier_through_the_interface():
+    from verifiers import VerifyInput
+    from verifiers.registry import load_verifier
+
+    verifier = load_verifier("embedded-rule")
+    good, bad = verifier.verify_batch(
+        [
+            VerifyInput(P.text, P.reference_solution().splitlines()),
+            VerifyInput(P.prompt, ["12+7=19", "19*3=58", "58-4=54", "A:54"]),
+        ]
+    )
+    assert (good.earliest_error, good.score, good.step_scores) == (-1, 1.0, [1.0] * 4)
+    assert (bad.earliest_error, bad.score, bad.step_scores) == (1, 0.0, [1.0, 0.0, 0.0, 0.0])

@@ -17,12 +17,16 @@ from pathlib import Path
 
 from verifiers.arith_rule import ArithmeticRuleVerifier
 from verifiers.base import Verifier
+from verifiers.embedded_rule import EmbeddedRuleVerifier
 
 VerifierLoader = Callable[..., Verifier]
 CheckpointLoader = Callable[..., Verifier]  # (checkpoint_dir: Path, **kwargs) -> Verifier
 
 CHECKPOINT_MANIFEST = "verifier.json"
-VERIFIER_LOADERS: dict[str, VerifierLoader] = {"rule": ArithmeticRuleVerifier}
+VERIFIER_LOADERS: dict[str, VerifierLoader] = {
+    "rule": ArithmeticRuleVerifier,
+    "embedded-rule": EmbeddedRuleVerifier,
+}
 CHECKPOINT_LOADERS: dict[str, CheckpointLoader] = {}
 
 

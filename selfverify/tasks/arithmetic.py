@@ -13,8 +13,8 @@ The rule-based step checker labels every line of *any* solution text. A step is 
 well formed, continues from the previous step's stated result (the start value for the first step),
 applies the problem's next operation, and its arithmetic is right; the answer line is correct when
 all operations were done and it repeats the last result. Nothing after the earliest wrong step counts
-(ProcessBench semantics), and a solution without an answer line is wrong at its last step. Parsing is a fixed regular expression over bounded digit
-strings; nothing is ever evaluated as code.
+(ProcessBench semantics), and a solution without an answer line is wrong at its last step. Parsing
+is a fixed regular expression over bounded digit strings; nothing is ever evaluated as code.
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ class TaskSpec:
     """Difficulty of the embedded task (configured under ``task`` in the YAML)."""
 
     min_ops: int = 2
-    max_ops: int = 3
-    max_operand: int = 20
-    ops: str = "+-*"
+    max_ops: int = 4
+    max_operand: int = 9
+    ops: str = "+-"
     max_mul_operand: int = 9
 
 
