@@ -14,16 +14,17 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from selfverify.algos import get_advantage_estimator, kl_penalty, masked_sum, zero_variance_fraction
 from selfverify.checkpoint import load_checkpoint, recover, save_checkpoint
 from selfverify.config import Config
+from selfverify.critic import ValueModel
 from selfverify.evaluate import evaluate_generator
 from selfverify.models import build_char_tokenizer, build_model, load_pretrained
 from selfverify.rewards import outcome_rewards
-from selfverify.rollout import encode_pairs, response_logprobs, sample
+from selfverify.rl import Learner, rl_step, uses_critic, value_pretrain_step
+from selfverify.rollout import encode_pairs
 from selfverify.tasks import check_solution, heldout_split, train_problems
 from selfverify.tracking import Tracker
-from selfverify.trainer import make_optimizer, policy_update, sft_step
+from selfverify.trainer import make_optimizer, sft_step
 
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
@@ -47,15 +48,19 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             model, tok, heldout, max_new_tokens=cfg.rl.max_new_tokens, batch_size=cfg.eval_batch_size
         )
 
-    def checkpoint(path: Path, phase: str, step: int, opt=None, sched=None) -> None:
+    def checkpoint(
+        path: Path, phase: str, step: int, opt=None, sched=None, learner: Learner | None = None
+    ) -> None:
+        """Save the policy (and the critic) with what a resumed run needs to continue from here."""
+        if learner is not None:
+            opt, sched = learner.optimizer, learner.scheduler
         extra = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict()} if opt is not None else {}
+        critic = learner.critic if learner is not None else None
+        if critic is not None:
+            extra["critic_optimizer"] = learner.critic_optimizer.state_dict()
         wall = state["wall"] + time.time() - t_start
-        save_checkpoint(
-            path,
-            model,
-            tok,
-            {"phase": phase, "step": step, "lines": tracker.count, "figures": figures, "wall": wall, **extra},
-        )
+        state_dict = {"phase": phase, "step": step, "lines": tracker.count, "figures": figures, "wall": wall}
+        save_checkpoint(path, model, tok, state_dict | extra, critic=critic)
 
     # Phase 1: cold start (SFT on reference solutions).
     if state["phase"] == "sft":
@@ -86,79 +91,71 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         cold = evaluate()
         figures["cold_start_accuracy"] = cold["accuracy"]
         tracker.log("eval", 0, cold)
-        checkpoint(ckpt / "cold_start", "rl", 0)
-        checkpoint(ckpt / "latest", "rl", 0)
-        state.update(phase="rl", step=0)
+        next_phase = "value_pretrain" if uses_critic(cfg.rl) and cfg.rl.value_pretrain_steps > 0 else "rl"
+        checkpoint(ckpt / "cold_start", next_phase, 0)
+        checkpoint(ckpt / "latest", next_phase, 0)
+        state.update(phase=next_phase, step=0)
         state.pop("optimizer", None)
 
-    # Phase 2: on-policy RL against the outcome reward.
+    # Phase 2: on-policy RL against the outcome reward (optionally after VAPO's value pretraining).
     rl = cfg.rl
-    if state["phase"] == "rl":
+    if state["phase"] in ("value_pretrain", "rl"):
         opt, sched = make_optimizer(model, rl.lr, warmup_steps=rl.warmup_steps)
+        learner = Learner(model, opt, sched)
+        if rl.kl_coef > 0:
+            learner.ref, _ = load_pretrained(ckpt / "cold_start")
+        if uses_critic(rl):
+            critic_dir = ckpt / "latest" / "critic"
+            learner.critic = (
+                ValueModel.load(critic_dir) if critic_dir.exists() else ValueModel.from_policy(model)
+            )
+            learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=rl.critic_lr)
         if "optimizer" in state:
             opt.load_state_dict(state["optimizer"])
             sched.load_state_dict(state["scheduler"])
-        ref = None
-        if rl.kl_coef > 0:
-            ref, _ = load_pretrained(ckpt / "cold_start")
-            ref.eval()
-        estimator = get_advantage_estimator(rl.advantage)
-        group_ids = torch.arange(rl.prompts_per_step).repeat_interleave(rl.group_size)
-        bar = tqdm(range(state["step"], rl.steps), desc="RL (" + rl.advantage + ")", disable=not progress)
-        for step in bar:
-            step_seed = cfg.seed * 1_000_003 + step
-            problems = train_problems(
-                cfg.task, rl.prompts_per_step, seed=cfg.seed, tag=f"rl-{step}", exclude=exclude
+        if "critic_optimizer" in state:
+            learner.critic_optimizer.load_state_dict(state["critic_optimizer"])
+
+        def reward_fn(problems: list, rollout) -> tuple[torch.Tensor, torch.Tensor]:
+            rewards = outcome_rewards(
+                [check_solution(p, t) for p, t in zip(problems, rollout.texts, strict=True)]
             )
-            expanded = [p for p in problems for _ in range(rl.group_size)]
-            rollout = sample(
-                model,
-                tok,
-                [p.prompt for p in expanded],
-                max_new_tokens=rl.max_new_tokens,
-                temperature=rl.temperature,
-                seed=step_seed,
+            return rewards, rewards > 0
+
+        def source_for(tag: str):
+            return lambda r: train_problems(
+                cfg.task,
+                rl.prompts_per_step,
+                seed=cfg.seed,
+                tag=tag if r == 0 else f"{tag}-r{r}",
+                exclude=exclude,
             )
-            checks = [check_solution(p, t) for p, t in zip(expanded, rollout.texts, strict=True)]
-            rewards = outcome_rewards(checks)
-            with torch.no_grad():
-                old_lp = response_logprobs(model, rollout, rl.temperature)
-                ref_lp = response_logprobs(ref, rollout, rl.temperature) if ref is not None else None
-            scores = rewards
-            if ref_lp is not None and rl.kl_in_reward:
-                scores = rewards - rl.kl_coef * masked_sum(
-                    kl_penalty(old_lp, ref_lp, rl.kl_kind), rollout.response_mask, dim=-1
+
+        if state["phase"] == "value_pretrain":
+            bar = tqdm(
+                range(state["step"], rl.value_pretrain_steps), desc="value pretraining", disable=not progress
+            )
+            for step in bar:
+                m = value_pretrain_step(
+                    learner, tok, rl, source_for(f"vp-{step}"), reward_fn, cfg.seed * 1_000_003 + step
                 )
-            advantages, _ = estimator(scores=scores, response_mask=rollout.response_mask, group_ids=group_ids)
-            m = policy_update(
-                model,
-                opt,
-                sched,
-                rollout,
-                old_logprobs=old_lp,
-                advantages=advantages,
-                ref_logprobs=ref_lp,
-                cfg=rl,
-                seed=step_seed,
-            )
-            m |= {
-                "reward": rewards.mean().item(),
-                "step_valid_rate": sum(c.all_steps_valid for c in checks) / len(checks),
-                "zero_variance_groups": zero_variance_fraction(scores, group_ids),
-                "response_length": rollout.lengths.mean().item(),
-                "truncation_rate": rollout.truncated.float().mean().item(),
-            }
+                tracker.log("value_pretrain", step + 1, m)
+                bar.set_postfix(value_loss=f"{m['value_loss']:.3f}")
+            state.update(phase="rl", step=0)
+        bar = tqdm(range(state["step"], rl.steps), desc=f"RL ({rl.advantage})", disable=not progress)
+        for step in bar:
+            m = rl_step(learner, tok, rl, source_for(f"rl-{step}"), reward_fn, cfg.seed * 1_000_003 + step)
             tracker.log("rl", step + 1, m)
             bar.set_postfix(reward=f"{m['reward']:.2f}")
             if (step + 1) % rl.eval_every == 0 and step + 1 < rl.steps:
                 tracker.log("eval", step + 1, evaluate())
             if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < rl.steps:
-                checkpoint(ckpt / "latest", "rl", step + 1, opt, sched)
+                checkpoint(ckpt / "latest", "rl", step + 1, learner=learner)
         final = evaluate()
         tracker.log("eval", rl.steps, final)
         figures["final_accuracy"] = final["accuracy"]
         figures["final_valid_solution_rate"] = final["valid_solution_rate"]
-        checkpoint(ckpt / "final", "done", rl.steps)
+        checkpoint(ckpt / "final", "done", rl.steps, learner=learner)
         checkpoint(ckpt / "latest", "done", rl.steps)
     tracker.close()
     figures["wall_seconds"] = state["wall"] + time.time() - t_start

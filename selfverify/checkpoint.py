@@ -25,10 +25,14 @@ def save_checkpoint(
     model: torch.nn.Module,
     tokenizer: PreTrainedTokenizerBase,
     state: dict[str, Any] | None = None,
+    critic: torch.nn.Module | None = None,
 ) -> None:
+    """Write the checkpoint under a temporary name, then rename it into place."""
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     save_pretrained(model, tokenizer, tmp)
+    if critic is not None:
+        critic.save(tmp / "critic")
     if state is not None:
         torch.save(state, tmp / STATE_FILE)
     old = path.with_name(path.name + ".old")

@@ -64,6 +64,22 @@ class RLConfig:
     entropy_coef: float = 0.0
     grad_clip: float = 1.0
     eval_every: int = 20
+    dual_clip_c: float | None = None  # dual-clip PPO bound for negative advantages (e.g. 3.0)
+    # Critic (advantage=gae): PPO and VAPO.
+    gamma: float = 1.0
+    lam: float = 0.95  # λ for the policy's advantages
+    lam_critic: float = 1.0  # λ for the value targets (VAPO's decoupled GAE; set equal to lam for PPO)
+    length_adaptive_alpha: float | None = None  # VAPO: λ_policy = 1 − 1/(α·|y|) per response
+    critic_lr: float = 1e-4
+    value_clip: float = 0.2
+    value_pretrain_steps: int = 0  # VAPO: train the critic alone on Monte-Carlo returns first
+    # DAPO.
+    dynamic_sampling: bool = False  # drop groups whose rewards are all equal, refill with new prompts
+    max_gen_rounds: int = 3  # cap on sampling rounds per step under dynamic sampling
+    overlong_buffer: int = 0  # L_cache of the soft overlong penalty (0 = off); L_max = max_new_tokens
+    overlong_filter: bool = False  # mask truncated responses out of the loss
+    # VAPO.
+    pos_lm_coef: float = 0.0  # μ of the positive-example LM loss
 
 
 @dataclass

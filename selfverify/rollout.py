@@ -124,3 +124,25 @@ def response_logits(model: torch.nn.Module, batch: Rollout, temperature: float =
 
 def response_logprobs(model: torch.nn.Module, batch: Rollout, temperature: float = 1.0) -> torch.Tensor:
     return logprobs_from_logits(response_logits(model, batch, temperature), batch.responses)
+
+
+def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
+    """Stack rollouts of different prompt/response widths into one batch of the same layout."""
+    if len(parts) == 1:
+        return parts[0]
+    p_len = max(r.prompt_len for r in parts)
+    t_len = max(r.response_mask.shape[1] for r in parts)
+    ids, attn, mask = [], [], []
+    for r in parts:
+        left, right = p_len - r.prompt_len, t_len - r.response_mask.shape[1]
+        ids.append(torch.nn.functional.pad(r.input_ids, (left, right), value=pad_id))
+        attn.append(torch.nn.functional.pad(r.attention_mask, (left, right), value=0))
+        mask.append(torch.nn.functional.pad(r.response_mask, (0, right), value=0.0))
+    return Rollout(
+        torch.cat(ids),
+        torch.cat(attn),
+        torch.cat(mask),
+        p_len,
+        [t for r in parts for t in r.texts],
+        torch.cat([r.truncated for r in parts]),
+    )

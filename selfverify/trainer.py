@@ -18,6 +18,8 @@ from selfverify.algos import (
     kl_penalty,
     logprobs_from_logits,
     masked_mean,
+    positive_lm_loss,
+    value_loss,
 )
 from selfverify.config import RLConfig
 from selfverify.rollout import Rollout, response_logits, response_logprobs
@@ -68,24 +70,33 @@ def policy_update(
     ref_logprobs: torch.Tensor | None,
     cfg: RLConfig,
     seed: int,
+    positive: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """``epochs`` passes of ``mini_batches`` optimizer steps over one rollout batch; one scheduler step.
 
     Each optimizer step accumulates gradients over micro-batches; every loss is aggregated with the
     mini-batch's global token/sequence counts, so the gradient does not depend on micro_batch_size.
+    ``positive`` [B] marks correct responses for VAPO's positive-example LM loss (``cfg.pos_lm_coef``).
+    Returned losses are per optimizer step (micro-batch parts summed); diagnostics are token means.
     """
     loss_fn = get_policy_loss(cfg.policy_loss)
     # Dr.GRPO's constant normaliser: the generation budget.
     agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}
     n = len(batch.texts)
     gen = torch.Generator().manual_seed(seed)
-    sums: dict[str, float] = defaultdict(float)
+    losses: dict[str, float] = defaultdict(float)  # summed over micro-batches, averaged over steps
+    means: dict[str, float] = defaultdict(float)  # token-weighted means
     weight, grad_norms = 0.0, []
     for _ in range(cfg.epochs):
         order = torch.randperm(n, generator=gen) if cfg.mini_batches > 1 else torch.arange(n)
         for mini in order.chunk(cfg.mini_batches):
             mask = batch.response_mask[mini]
             counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
+            pos_counts = {}
+            if positive is not None and cfg.pos_lm_coef > 0:
+                pos_mask = mask * positive[mini, None].float()
+                pos_counts = {"num_tokens": pos_mask.sum(), "num_seqs": (pos_mask.sum(-1) > 0).sum()}
+            use_pos = bool(pos_counts) and pos_counts["num_tokens"] > 0  # no correct sample: no LM term
             optimizer.zero_grad(set_to_none=True)
             for micro in mini.split(cfg.micro_batch_size):
                 mb = batch.select(micro)
@@ -98,33 +109,84 @@ def policy_update(
                     mb.response_mask,
                     clip_low=cfg.clip_low,
                     clip_high=cfg.clip_high,
+                    dual_clip_c=cfg.dual_clip_c,
                     **agg,
                     **counts,
                 )
-                loss = pg_loss
+                terms = {"pg_loss": pg_loss}
                 entropy = entropy_from_logits(logits)
                 if cfg.entropy_coef:
-                    loss = loss - cfg.entropy_coef * aggregate(entropy, mb.response_mask, **agg, **counts)
+                    terms["entropy_loss"] = -cfg.entropy_coef * aggregate(
+                        entropy, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
+                    )
                 if ref_logprobs is not None:
                     kl = kl_penalty(logprob, ref_logprobs[micro], cfg.kl_kind)
                     if not cfg.kl_in_reward:
-                        loss = loss + cfg.kl_coef * aggregate(kl, mb.response_mask, **agg, **counts)
+                        terms["kl_loss"] = cfg.kl_coef * aggregate(
+                            kl, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
+                        )
                     stats["kl"] = masked_mean(kl.detach(), mb.response_mask)
-                loss.backward()
+                if pos_counts:
+                    terms["pos_lm_loss"] = (
+                        cfg.pos_lm_coef
+                        * positive_lm_loss(
+                            logprob, mb.response_mask, positive[micro], agg_mode=cfg.agg_mode, **pos_counts
+                        )
+                        if use_pos
+                        else logprob.new_zeros(())
+                    )
+                sum(terms.values()).backward()
+                for k, v in terms.items():
+                    losses[k] += v.item()
                 w = mb.response_mask.sum().item()
-                stats = {
-                    **stats,
-                    "pg_loss": pg_loss.detach(),
-                    "entropy": masked_mean(entropy.detach(), mb.response_mask),
-                }
+                stats["entropy"] = masked_mean(entropy.detach(), mb.response_mask)
                 for k, v in stats.items():
-                    sums[k] += float(v) * w
+                    means[k] += float(v) * w
                 weight += w
             grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item())
             optimizer.step()
     scheduler.step()
+    steps = len(grad_norms)
     return {
-        **{k: v / max(weight, 1.0) for k, v in sums.items()},
+        **{k: v / steps for k, v in losses.items()},
+        **{k: v / max(weight, 1.0) for k, v in means.items()},
+        "grad_norm": sum(grad_norms) / steps,
         "lr": scheduler.get_last_lr()[0],
-        "grad_norm": sum(grad_norms) / len(grad_norms),
+    }
+
+
+def value_update(
+    critic: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Rollout,
+    *,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    cfg: RLConfig,
+) -> dict[str, float]:
+    """One pass of clipped value regression on the rollout (same micro-batching rule as the policy)."""
+    mask = batch.response_mask
+    counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
+    optimizer.zero_grad(set_to_none=True)
+    total, clipfrac = 0.0, 0.0
+    for micro in torch.arange(len(batch.texts)).split(cfg.micro_batch_size):
+        mb = batch.select(micro)
+        loss, stats = value_loss(
+            critic(mb),
+            old_values[micro],
+            returns[micro],
+            mb.response_mask,
+            clip_range=cfg.value_clip,
+            agg_mode="token-mean",
+            **counts,
+        )
+        loss.backward()
+        total += loss.item()
+        clipfrac += stats["vf_clipfrac"].item() * mb.response_mask.sum().item()
+    grad_norm = torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.grad_clip).item()
+    optimizer.step()
+    return {
+        "value_loss": total,
+        "vf_clipfrac": clipfrac / max(mask.sum().item(), 1.0),
+        "value_grad_norm": grad_norm,
     }

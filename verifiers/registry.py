@@ -83,3 +83,13 @@ def load_verifier(spec: str, **kwargs: object) -> Verifier:
             "(add one with verifiers.registry.register_checkpoint_loader)"
         )
     return CHECKPOINT_LOADERS[kind](path, **kwargs)
+
+
+def _load_prm(path: Path, **kwargs: object) -> Verifier:
+    """The ``prm`` checkpoint kind, imported on first use: torch loads only for PRM checkpoints."""
+    from verifiers.prm import PRMVerifier
+
+    return PRMVerifier.from_pretrained(path, **kwargs)  # type: ignore[arg-type]
+
+
+register_checkpoint_loader("prm", _load_prm)

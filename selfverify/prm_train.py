@@ -1,0 +1,352 @@
+"""Train a discriminative PRM (``verifiers.prm``): ``python -m selfverify.prm_train --out DIR``.
+
+The PRM is the step-level classifier of Lightman et al. 2023, "Let's Verify Step by Step" (arXiv
+2305.20050), as trained in Math-Shepherd (arXiv 2312.08935): a decoder backbone with a linear head read
+at the end of every step, trained with binary cross-entropy (step correct = 1).
+
+Training data, mixed:
+
+- ``--embedded N``: N problems of the embedded arithmetic world (``train_problems`` of the default
+  ``TaskSpec``, never one of the first ``--heldout-exclude`` problems of its ``heldout_split`` with
+  ``--heldout-seed``), each with one solution: the reference with probability ``--correct-fraction``,
+  else the reference with one realistic error (see :data:`CORRUPTIONS`). Step labels come from the
+  ground-truth checker ``check_solution``.
+- ``--data FILE ...``: ProcessBench-format JSONL (``problem``, ``steps``, ``label`` = earliest wrong
+  step, -1 if none). Steps before the label are correct (1), the labelled step is wrong (0), the steps
+  after it are left out of the loss (ProcessBench labels say nothing about them). Records without a
+  label or malformed are skipped with a warning.
+
+Backbone: a fresh tiny Llama with the character tokenizer (``selfverify.models``), or ``--backbone
+PATH``, any Hugging Face decoder checkpoint (its base model is used; a causal-LM head is dropped).
+
+Threshold (stored in verifier.json): ``--threshold T``, or the ProcessBench-F1-maximising value on a
+named dev file (``--threshold-dev FILE``; never the file you evaluate on), else 0.5.
+
+The checkpoint directory is written under a temporary name and renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+from transformers import AutoModel, AutoTokenizer
+
+from selfverify.io import RecordError, read_records, report_record_error
+from selfverify.models import ModelSpec, build_char_tokenizer, build_model
+from selfverify.score import parse_record
+from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, train_problems
+from selfverify.tasks.arithmetic import ANSWER_PREFIX, OPS
+from verifiers.base import VerifyInput
+from verifiers.metrics import processbench_metrics
+from verifiers.prm import PRMEncoder, PRMModel, PRMVerifier, Window, base_model, choose_threshold, step_logits
+
+# One error per corrupted solution, each a mistake a solver makes:
+# offset: a step's result is off by a little, later steps carry the wrong value on;
+# operand: a step uses a wrong number (its left operand miscopied or the problem's operand misread),
+#   with the arithmetic right for the wrong number;
+# skip: one operation of the problem is left out, the rest done right;
+# no_answer: the working is right but the answer line is missing (wrong at the last step);
+# final: the working is right but the answer line states another value.
+CORRUPTIONS = ("offset", "operand", "skip", "no_answer", "final")
+_OFFSETS = (-10, -3, -2, -1, 1, 2, 3, 10)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A labelled solution: ``label`` is the earliest wrong step, -1 when all are right."""
+
+    problem: str
+    steps: list[str]
+    label: int
+    source: str = ""
+
+
+def _work(start: int, ops: Sequence[tuple[str, int]]) -> tuple[list[str], int]:
+    """Solution lines ``a op b=c`` for ``ops`` applied left to right from ``start``; the final value."""
+    lines, acc = [], start
+    for op, b in ops:
+        value = OPS[op](acc, b)
+        lines.append(f"{acc}{op}{b}={value}")
+        acc = value
+    return lines, acc
+
+
+def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[str]:
+    """The problem's solution lines with one error of the given kind (see :data:`CORRUPTIONS`)."""
+    ops, n = list(problem.ops), len(problem.ops)
+    lines, final = _work(problem.start, ops)
+    if kind == "no_answer":
+        return lines
+    if kind == "final":
+        return lines + [f"{ANSWER_PREFIX}{final + rng.choice(_OFFSETS)}"]
+    if kind == "skip":
+        k = rng.randrange(n)
+        lines, final = _work(problem.start, ops[:k] + ops[k + 1 :])
+        return lines + [f"{ANSWER_PREFIX}{final}"]
+    k = rng.randrange(n)
+    head, acc = _work(problem.start, ops[:k])
+    op, b = ops[k]
+    if kind == "offset":
+        wrong = OPS[op](acc, b) + rng.choice(_OFFSETS)
+        step = f"{acc}{op}{b}={wrong}"
+    elif kind == "operand":
+        if rng.random() < 0.5:
+            acc += rng.choice(_OFFSETS[1:-1])  # the carried value miscopied
+        else:
+            b = rng.choice([x for x in range(max(b - 3, 0), b + 4) if x != b])  # the problem's number misread
+        wrong = OPS[op](acc, b)
+        step = f"{acc}{op}{b}={wrong}"
+    else:
+        raise ValueError(f"unknown corruption {kind!r}; known: {', '.join(CORRUPTIONS)}")
+    tail, final = _work(wrong, ops[k + 1 :])
+    return head + [step] + tail + [f"{ANSWER_PREFIX}{final}"]
+
+
+def embedded_record(problem: Problem, rng: random.Random, correct_fraction: float) -> StepRecord:
+    """One solution for ``problem``: the reference or a corrupted one, labelled by ``check_solution``."""
+    if rng.random() < correct_fraction:
+        kind, steps = "none", problem.reference_solution().splitlines()
+    else:
+        kind = rng.choice(CORRUPTIONS)
+        steps = corrupt_solution(problem, kind, rng)
+    check = check_solution(problem, "\n".join(steps))
+    return StepRecord(problem.prompt.strip(), check.steps, check.earliest_error, kind)
+
+
+def embedded_records(problems: Sequence[Problem], seed: int, correct_fraction: float) -> list[StepRecord]:
+    rng = random.Random(f"prm-solutions-{seed}")
+    return [embedded_record(p, rng, correct_fraction) for p in problems]
+
+
+def load_processbench(path: Path) -> list[StepRecord]:
+    """Labelled records of a ProcessBench-format file; malformed or unlabelled ones are skipped."""
+    out = []
+    for line_no, record in read_records(path):
+        try:
+            item = parse_record(record, line_no)
+            if item.label is None:
+                raise ValueError("no 'label': training needs the earliest wrong step (-1 if none)")
+        except ValueError as exc:
+            report_record_error(RecordError(path, line_no, str(exc)), "skip")
+            continue
+        out.append(StepRecord(item.input.problem, list(item.input.steps), item.label, str(path)))
+    return out
+
+
+def step_targets(record: StepRecord) -> list[float]:
+    """Targets of the labelled steps: 1 before the earliest wrong step, 0 at it; later steps have none."""
+    if record.label == -1:
+        return [1.0] * len(record.steps)
+    return [1.0] * record.label + [0.0]
+
+
+@dataclass(frozen=True)
+class TrainWindow:
+    """An encoded window and the targets of its score tokens (NaN: not in the loss)."""
+
+    window: Window
+    targets: list[float]
+
+
+def encode_training(encoder: PRMEncoder, records: Sequence[StepRecord]) -> list[TrainWindow]:
+    out = []
+    for w in encoder.encode([(r.problem, r.steps) for r in records]):
+        targets = step_targets(records[w.record])
+        labels = [targets[i] if i < len(targets) else math.nan for i in w.steps]
+        if any(not math.isnan(t) for t in labels):
+            out.append(TrainWindow(w, labels))
+    return out
+
+
+def train_prm(
+    model: PRMModel,
+    encoder: PRMEncoder,
+    records: Sequence[StepRecord],
+    *,
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    warmup_steps: int = 20,
+    weight_decay: float = 0.01,
+    grad_clip: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[float]:
+    """Fit the PRM with binary cross-entropy on labelled steps (AdamW, linear warmup, cosine decay).
+
+    Returns the loss of every optimisation step.
+    """
+    data = encode_training(encoder, records)
+    if not data:
+        raise ValueError("no training record has a labelled step")
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+    def schedule(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress_ = (step - warmup_steps) / max(steps - warmup_steps, 1)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress_))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    rng = random.Random(f"prm-batches-{seed}")
+    order: list[int] = []
+    losses = []
+    model.train()
+    bar = tqdm(range(steps), desc="prm", unit="step", disable=None if progress else True)
+    for _ in bar:
+        if len(order) < batch_size:  # epochs over a fresh shuffle, so every window is seen
+            fresh = list(range(len(data)))
+            rng.shuffle(fresh)
+            order.extend(fresh)
+        picked = [data[i] for i in order[:batch_size]]
+        del order[:batch_size]
+        batch = encoder.collate([p.window for p in picked], device)
+        targets = torch.tensor([t for p in picked for t in p.targets], device=device)
+        keep = ~torch.isnan(targets)
+        logits = step_logits(model, batch)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[keep], targets[keep])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.4f}")
+    model.eval()
+    return losses
+
+
+def evaluate(verifier: PRMVerifier, records: Sequence[StepRecord]) -> dict[str, Any]:
+    """ProcessBench metrics of the verifier's ``earliest_error`` on labelled records."""
+    verdicts = verifier.verify_batch([VerifyInput(r.problem, r.steps) for r in records])
+    return processbench_metrics([v.earliest_error for v in verdicts], [r.label for r in records])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m selfverify.prm_train",
+        description="Train a discriminative process reward model (step-score head on a decoder).",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="checkpoint directory to write")
+    parser.add_argument("--data", nargs="*", type=Path, default=[], help="ProcessBench-format JSONL files")
+    parser.add_argument("--embedded", type=int, default=0, help="embedded-world training problems")
+    parser.add_argument("--correct-fraction", type=float, default=0.4, help="share of correct solutions")
+    parser.add_argument(
+        "--heldout-exclude", type=int, default=2048, help="the first N held-out problems are never trained on"
+    )
+    parser.add_argument(
+        "--heldout-seed", type=int, default=0, help="seed of the held-out split (heldout_split)"
+    )
+    parser.add_argument("--steps", type=int, default=600, help="optimisation steps")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--warmup-steps", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0, help="model init, data and batch order")
+    parser.add_argument("--backbone", type=Path, help="an HF decoder checkpoint (default: fresh tiny model)")
+    parser.add_argument("--hidden-size", type=int, default=128, help="fresh backbone only")
+    parser.add_argument("--layers", type=int, default=4, help="fresh backbone only")
+    parser.add_argument("--heads", type=int, default=4, help="fresh backbone only")
+    parser.add_argument("--intermediate-size", type=int, default=384, help="fresh backbone only")
+    parser.add_argument("--max-length", type=int, default=256, help="token bound of one input window")
+    thresholds = parser.add_mutually_exclusive_group()
+    thresholds.add_argument("--threshold", type=float, help="fixed step-score threshold")
+    thresholds.add_argument("--threshold-dev", type=Path, help="choose the F1-maximising threshold here")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    return parser
+
+
+def build_backbone(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The backbone (base model) and its tokenizer: from ``--backbone`` or freshly built."""
+    if args.backbone is not None:
+        backbone = AutoModel.from_pretrained(args.backbone, dtype=torch.float32)
+        return base_model(backbone), AutoTokenizer.from_pretrained(args.backbone)
+    tokenizer = build_char_tokenizer()
+    spec = ModelSpec(args.hidden_size, args.layers, args.heads, args.intermediate_size, args.max_length)
+    return base_model(build_model(spec, tokenizer, args.seed)), tokenizer
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0, or 2 on bad arguments or no training data)."""
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    records: list[StepRecord] = []
+    for path in args.data:
+        if not path.is_file():
+            print(f"error: no such data file: {path}", file=sys.stderr)
+            return 2
+        records.extend(load_processbench(path))
+    if args.embedded > 0:
+        spec = TaskSpec()
+        exclude = set(heldout_split(spec, args.heldout_exclude, args.heldout_seed))
+        problems = train_problems(spec, args.embedded, seed=args.seed, tag="prm", exclude=exclude)
+        records.extend(embedded_records(problems, args.seed, args.correct_fraction))
+    if not records:
+        print("error: no training data: give --embedded N and/or --data FILE", file=sys.stderr)
+        return 2
+    dev: list[StepRecord] = []
+    if args.threshold_dev is not None:
+        if not args.threshold_dev.is_file():
+            print(f"error: no such dev file: {args.threshold_dev}", file=sys.stderr)
+            return 2
+        dev = load_processbench(args.threshold_dev)
+
+    backbone, tokenizer = build_backbone(args)
+    verifier = PRMVerifier(PRMModel(backbone), tokenizer, max_length=args.max_length, device=args.device)
+    n_err = sum(r.label != -1 for r in records)
+    print(f"training on {len(records)} records ({n_err} with an error) for {args.steps} steps")
+    start = time.perf_counter()
+    losses = train_prm(
+        verifier.model,
+        verifier.encoder,
+        records,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        seed=args.seed,
+    )
+    train_seconds = time.perf_counter() - start
+
+    report: dict[str, Any] = {"threshold_source": "default"}
+    if args.threshold is not None:
+        verifier.threshold, report["threshold_source"] = args.threshold, "--threshold"
+    elif dev:
+        scores = verifier.score_steps([VerifyInput(r.problem, r.steps) for r in dev])
+        verifier.threshold, report["dev"] = choose_threshold(scores, [r.label for r in dev])
+        report["threshold_source"] = f"F1 on {args.threshold_dev}"
+    report["train_sample"] = evaluate(verifier, records[:1000])
+    tail = losses[-20:]
+    report.update(
+        records=len(records),
+        records_with_error=n_err,
+        steps=args.steps,
+        final_loss=sum(tail) / len(tail),
+        train_seconds=round(train_seconds, 1),
+        args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    )
+    verifier.save_pretrained(args.out, extra={"training": report})
+    print(f"trained in {train_seconds:.1f} s; final loss {report['final_loss']:.4f}")
+    print(f"threshold {verifier.threshold:.4f} ({report['threshold_source']})")
+    for name in ("dev", "train_sample"):
+        if name in report:
+            m = report[name]
+            print(f"{name}: acc_err {m['acc_err']}  acc_corr {m['acc_corr']}  F1 {m['f1']}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""One on-policy RL step of the generator, for every objective preset (DESIGN §2's data flow):
+
+    problems -> rollouts (G per prompt; DAPO refills zero-variance groups) -> rewards (+ overlong
+    shaping) -> token rewards / values -> advantages (the configured estimator) -> policy update
+    (+ critic update) -> metrics
+
+Everything objective-specific is chosen by name in ``RLConfig`` and computed by the pure functions
+in ``selfverify.algos``; this module only wires them to the models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from selfverify.algos import (
+    gae_advantages,
+    get_advantage_estimator,
+    group_has_variance,
+    kl_penalty,
+    length_adaptive_lambda,
+    masked_sum,
+    overlong_filter_mask,
+    overlong_penalty,
+    zero_variance_fraction,
+)
+from selfverify.algos.utils import explained_variance
+from selfverify.config import RLConfig
+from selfverify.rollout import Rollout, concat_rollouts, response_logprobs, sample
+from selfverify.tasks import Problem
+from selfverify.trainer import policy_update, value_update
+
+# Scores a batch of responses: (problems, rollout) -> (rewards [B], whether each is correct [B]).
+RewardFn = Callable[[list[Problem], Rollout], tuple[torch.Tensor, torch.Tensor]]
+# Draws the prompts of one sampling round: round index -> problems.
+ProblemSource = Callable[[int], list[Problem]]
+
+
+@dataclass
+class Learner:
+    """The models and optimizers one RL run updates."""
+
+    policy: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    ref: torch.nn.Module | None = None  # frozen reference for the KL penalty
+    critic: torch.nn.Module | None = None  # value model for GAE estimators
+    critic_optimizer: torch.optim.Optimizer | None = None
+
+
+def uses_critic(cfg: RLConfig) -> bool:
+    return cfg.advantage == "gae"
+
+
+@dataclass
+class Batch:
+    problems: list[Problem]
+    rollout: Rollout
+    rewards: torch.Tensor  # [B] task reward (before shaping)
+    correct: torch.Tensor  # [B] bool
+    group_ids: torch.Tensor  # [B]
+    rounds: int
+
+
+def collect(
+    learner: Learner,
+    tok: PreTrainedTokenizerBase,
+    cfg: RLConfig,
+    source: ProblemSource,
+    reward_fn: RewardFn,
+    seed: int,
+) -> Batch:
+    """Sample ``group_size`` responses per prompt and score them.
+
+    With ``dynamic_sampling`` (DAPO), groups whose rewards are all equal carry no GRPO signal: they
+    are dropped and new prompts are sampled until ``prompts_per_step`` groups remain or
+    ``max_gen_rounds`` rounds have run (then the batch is whatever was kept, possibly smaller).
+    """
+    kept: list[tuple[list[Problem], Rollout, torch.Tensor, torch.Tensor]] = []
+    n_groups, rounds = 0, 0
+    max_rounds = cfg.max_gen_rounds if cfg.dynamic_sampling else 1
+    while n_groups < cfg.prompts_per_step and rounds < max_rounds:
+        problems = source(rounds)
+        expanded = [p for p in problems for _ in range(cfg.group_size)]
+        rollout = sample(
+            learner.policy,
+            tok,
+            [p.prompt for p in expanded],
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            seed=seed + 7919 * rounds,
+        )
+        rewards, correct = reward_fn(expanded, rollout)
+        last = (problems, rollout, rewards, correct)
+        rounds += 1
+        if cfg.dynamic_sampling:
+            gids = torch.arange(len(problems)).repeat_interleave(cfg.group_size)
+            informative = group_has_variance(rewards, gids)[:: cfg.group_size]
+            groups = informative.nonzero().flatten()[: cfg.prompts_per_step - n_groups].tolist()
+            rows = torch.tensor(
+                [g * cfg.group_size + j for g in groups for j in range(cfg.group_size)], dtype=torch.long
+            )
+            problems = [problems[g] for g in groups]
+            rollout, rewards, correct = rollout.select(rows), rewards[rows], correct[rows]
+        if problems:
+            kept.append((problems, rollout, rewards, correct))
+            n_groups += len(problems)
+    if not kept:  # no informative group in any round: keep the last one (its GRPO advantages are 0)
+        kept.append(last)
+    problems = [p for part in kept for p in part[0]]
+    return Batch(
+        problems=problems,
+        rollout=concat_rollouts([part[1] for part in kept], tok.pad_token_id),
+        rewards=torch.cat([part[2] for part in kept]),
+        correct=torch.cat([part[3] for part in kept]),
+        group_ids=torch.arange(len(problems)).repeat_interleave(cfg.group_size),
+        rounds=rounds,
+    )
+
+
+def terminal_token_rewards(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """[B] sequence rewards -> [B, T] with each reward on its response's last token."""
+    last = (response_mask.sum(-1).long() - 1).clamp(min=0)
+    out = torch.zeros_like(response_mask)
+    out[torch.arange(len(scores)), last] = scores
+    return out * response_mask
+
+
+def rl_step(
+    learner: Learner,
+    tok: PreTrainedTokenizerBase,
+    cfg: RLConfig,
+    source: ProblemSource,
+    reward_fn: RewardFn,
+    seed: int,
+) -> dict[str, float]:
+    """Collect one batch and update the policy (and the critic) on it."""
+    b = collect(learner, tok, cfg, source, reward_fn, seed)
+    rollout, mask = b.rollout, b.rollout.response_mask
+    scores = b.rewards.clone()
+    if cfg.overlong_buffer > 0:  # DAPO soft overlong punishment
+        scores = scores + overlong_penalty(rollout.lengths, cfg.max_new_tokens, cfg.overlong_buffer)
+    with torch.no_grad():
+        old_lp = response_logprobs(learner.policy, rollout, cfg.temperature)
+        ref_lp = response_logprobs(learner.ref, rollout, cfg.temperature) if learner.ref is not None else None
+        values = learner.critic(rollout) if learner.critic is not None else None
+    kl_reward = None
+    if ref_lp is not None and cfg.kl_in_reward:
+        kl_reward = -cfg.kl_coef * kl_penalty(old_lp, ref_lp, cfg.kl_kind) * mask
+
+    metrics: dict[str, float] = {}
+    returns = None
+    if cfg.advantage == "gae":
+        token_rewards = terminal_token_rewards(scores, mask) + (kl_reward if kl_reward is not None else 0.0)
+        lam = (
+            length_adaptive_lambda(rollout.lengths, cfg.length_adaptive_alpha)
+            if cfg.length_adaptive_alpha
+            else cfg.lam
+        )
+        advantages, _ = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=lam)
+        _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam_critic)
+        metrics["value_explained_variance"] = float(explained_variance(values, returns, mask))
+    elif cfg.advantage == "reinforce_plus_plus":
+        token_rewards = terminal_token_rewards(scores, mask) + (kl_reward if kl_reward is not None else 0.0)
+        advantages, _ = get_advantage_estimator("reinforce_plus_plus")(token_rewards, mask, gamma=cfg.gamma)
+    else:
+        seq_scores = scores + (masked_sum(kl_reward, mask, dim=-1) if kl_reward is not None else 0.0)
+        extra = {}
+        if cfg.advantage == "remax":
+            extra["baseline_scores"] = greedy_baseline(learner.policy, tok, cfg, b, reward_fn)
+        advantages, _ = get_advantage_estimator(cfg.advantage)(
+            scores=seq_scores, response_mask=mask, group_ids=b.group_ids, **extra
+        )
+
+    train_batch = rollout
+    if cfg.overlong_filter:
+        train_batch = dataclasses.replace(
+            rollout, response_mask=overlong_filter_mask(rollout.truncated, mask)
+        )
+    metrics |= policy_update(
+        learner.policy,
+        learner.optimizer,
+        learner.scheduler,
+        train_batch,
+        old_logprobs=old_lp,
+        advantages=advantages,
+        ref_logprobs=ref_lp,
+        cfg=cfg,
+        seed=seed,
+        positive=b.correct,
+    )
+    if learner.critic is not None:
+        metrics |= value_update(
+            learner.critic, learner.critic_optimizer, train_batch, old_values=values, returns=returns, cfg=cfg
+        )
+    return metrics | {
+        "reward": b.rewards.mean().item(),
+        "accuracy": b.correct.float().mean().item(),
+        "zero_variance_groups": zero_variance_fraction(b.rewards, b.group_ids),
+        "gen_rounds": float(b.rounds),
+        "batch_size": float(len(b.problems) * cfg.group_size),
+        "response_length": rollout.lengths.mean().item(),
+        "truncation_rate": rollout.truncated.float().mean().item(),
+    }
+
+
+def greedy_baseline(
+    policy: torch.nn.Module, tok: PreTrainedTokenizerBase, cfg: RLConfig, b: Batch, reward_fn: RewardFn
+) -> torch.Tensor:
+    """ReMax's baseline: the reward of a greedy decode of each prompt, repeated over its group."""
+    greedy = sample(
+        policy, tok, [p.prompt for p in b.problems], max_new_tokens=cfg.max_new_tokens, greedy=True
+    )
+    baseline, _ = reward_fn(b.problems, greedy)
+    return baseline.repeat_interleave(cfg.group_size)
+
+
+def value_pretrain_step(
+    learner: Learner,
+    tok: PreTrainedTokenizerBase,
+    cfg: RLConfig,
+    source: ProblemSource,
+    reward_fn: RewardFn,
+    seed: int,
+) -> dict[str, float]:
+    """VAPO value pretraining: fit the critic to Monte-Carlo returns (λ = 1) of the fixed policy."""
+    b = collect(learner, tok, dataclasses.replace(cfg, dynamic_sampling=False), source, reward_fn, seed)
+    mask = b.rollout.response_mask
+    with torch.no_grad():
+        values = learner.critic(b.rollout)
+    _, returns = gae_advantages(
+        terminal_token_rewards(b.rewards, mask), values, mask, gamma=cfg.gamma, lam=1.0
+    )
+    m = value_update(
+        learner.critic, learner.critic_optimizer, b.rollout, old_values=values, returns=returns, cfg=cfg
+    )
+    return m | {"value_explained_variance": float(explained_variance(values, returns, mask))}
