@@ -1,0 +1,160 @@
+"""Studies: arms × seeds on the embedded world, summarised as a markdown table and learning curves.
+
+    python -m pipelines.study --objectives grpo,dapo,vapo --seeds 0,1,2 --out docs/study
+    python -m pipelines.study --arm lowlr=rl.lr=1e-6 --arm base= --out runs/lr-study rl.steps=100
+
+An arm is a name and a list of overrides (``--objectives A,B`` adds one arm ``objective=A`` per name).
+Trailing overrides apply to every run. Each run is an ordinary ``python -m selfverify.loop`` run in
+``OUT/runs/<arm>-seed<seed>``; finished runs are skipped, so a killed study resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from scipy import stats
+
+from selfverify.io import atomic_write_text
+from selfverify.loop import main as run_loop
+from selfverify.tracking import read_metrics
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@dataclass
+class ArmResult:
+    name: str
+    finals: list[float]  # final held-out accuracy per seed
+    cold: list[float]  # cold-start accuracy per seed
+    steps_to_threshold: list[int | None]
+    walls: list[float]
+    curves: list[tuple[list[int], list[float]]]  # (RL step, held-out accuracy) per seed
+
+
+def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and the half-width of its Student-t confidence interval (0 for a single value)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return float(x.mean()), 0.0
+    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+    return float(x.mean()), float(half)
+
+
+def steps_to(curve: tuple[list[int], list[float]], threshold: float) -> int | None:
+    """First evaluated RL step whose held-out accuracy reaches ``threshold``."""
+    return next((s for s, a in zip(*curve, strict=True) if a >= threshold), None)
+
+
+def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
+    res = ArmResult(name, [], [], [], [], [])
+    for d in run_dirs:
+        summary = json.loads((d / "summary.json").read_text())
+        evals = [r for r in read_metrics(d) if r["phase"] == "eval"]
+        curve = ([r["step"] for r in evals], [r["accuracy"] for r in evals])
+        res.finals.append(summary["final_accuracy"])
+        res.cold.append(summary["cold_start_accuracy"])
+        res.walls.append(summary["wall_seconds"])
+        res.curves.append(curve)
+        res.steps_to_threshold.append(steps_to(curve, threshold))
+    return res
+
+
+def markdown_table(results: list[ArmResult], threshold: float) -> str:
+    head = (
+        f"| arm | seeds | cold start | final accuracy (mean ± 95% CI) | gain | steps to {threshold:.0%} "
+        "(reached/seeds) | wall s |\n|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    for r in results:
+        final, ci = mean_ci(r.finals)
+        cold = float(np.mean(r.cold))
+        reached = [s for s in r.steps_to_threshold if s is not None]
+        steps = (
+            f"{np.mean(reached):.0f} ({len(reached)}/{len(r.finals)})"
+            if reached
+            else f"— (0/{len(r.finals)})"
+        )
+        rows.append(
+            f"| {r.name} | {len(r.finals)} | {cold:.3f} | {final:.3f} ± {ci:.3f} | {final - cold:+.3f} | "
+            f"{steps} | {np.mean(r.walls):.0f} |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def plot_study(results: list[ArmResult], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for r in results:
+        steps = r.curves[0][0]
+        acc = np.array([c[1] for c in r.curves if c[0] == steps])
+        mean = acc.mean(0)
+        (line,) = ax.plot(steps, mean, label=r.name)
+        if len(acc) > 1:
+            ax.fill_between(steps, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.15)
+    ax.set(
+        xlabel="RL step",
+        ylabel="held-out greedy accuracy",
+        title="Learning curves (mean; band = min–max over seeds)",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def parse_arm(text: str) -> tuple[str, list[str]]:
+    name, _, overrides = text.partition("=")
+    if not name:
+        raise argparse.ArgumentTypeError(f"--arm needs NAME=override,override...: {text!r}")
+    return name, [o for o in overrides.split(",") if o]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.study", description=__doc__.split("\n")[0])
+    parser.add_argument("--objectives", default="", help="comma-separated objective presets, one arm each")
+    parser.add_argument("--arm", action="append", type=parse_arm, default=[], help="NAME=override,override")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--out", required=True, help="folder for study.md, curves.png, results.json, runs/")
+    parser.add_argument("--threshold", type=float, default=0.4, help="accuracy for the steps-to-reach column")
+    parser.add_argument("overrides", nargs="*", help="overrides applied to every run")
+    args = parser.parse_args(argv)
+    arms = [(o, [f"objective={o}"]) for o in args.objectives.split(",") if o] + args.arm
+    if not arms:
+        parser.error("give --objectives and/or --arm")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = Path(args.out)
+    results = []
+    for name, arm_overrides in arms:
+        dirs = []
+        for seed in seeds:
+            run_dir = out / "runs" / f"{name}-seed{seed}"
+            if not (run_dir / "summary.json").exists():
+                print(f"== {name} seed {seed}", file=sys.stderr)
+                code = run_loop(["--run-dir", str(run_dir), *args.overrides, *arm_overrides, f"seed={seed}"])
+                if code != 0:
+                    return code
+            dirs.append(run_dir)
+        results.append(collect_arm(name, dirs, args.threshold))
+    command = "python -m pipelines.study " + " ".join(argv if argv is not None else sys.argv[1:])
+    table = markdown_table(results, args.threshold)
+    atomic_write_text(
+        out / "study.md", f"# Study\n\nCommand: `{command}`\n\n{table}\n![curves](curves.png)\n"
+    )
+    results_json = [r.__dict__ for r in results]
+    atomic_write_text(out / "results.json", json.dumps(results_json, indent=1))
+    plot_study(results, out / "curves.png")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

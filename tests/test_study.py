@@ -1,0 +1,35 @@
+"""The study command: arms × seeds -> markdown table, curves and a resumable set of runs."""
+
+import json
+
+import pytest
+
+from pipelines.study import main, mean_ci, steps_to
+
+
+def test_mean_ci_hand_case():
+    mean, half = mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0
+    assert half == pytest.approx(4.302653 / 3**0.5, rel=1e-5)  # t(0.975, 2) · s / √n with s = 1
+    assert mean_ci([0.5]) == (0.5, 0.0)
+
+
+def test_steps_to_threshold():
+    assert steps_to(([0, 20, 40], [0.1, 0.45, 0.5]), 0.4) == 20
+    assert steps_to(([0, 20], [0.1, 0.2]), 0.4) is None
+
+
+def test_study_runs_arms_and_seeds(tmp_path, tiny_overrides, capsys):
+    out = tmp_path / "study"
+    argv = ["--objectives", "grpo", "--arm", "lowlr=rl.lr=1e-7", "--seeds", "0,1", "--out", str(out)]
+    assert main([*argv, *tiny_overrides]) == 0
+    text = (out / "study.md").read_text()
+    assert "| grpo | 2 |" in text and "| lowlr | 2 |" in text and "±" in text
+    assert (out / "curves.png").stat().st_size > 5000
+    results = json.loads((out / "results.json").read_text())
+    assert [r["name"] for r in results] == ["grpo", "lowlr"] and len(results[0]["finals"]) == 2
+    assert "lr: 1.0e-07" in (out / "runs" / "lowlr-seed1" / "config.yaml").read_text()
+    capsys.readouterr()
+    before = (out / "runs" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime
+    assert main([*argv, *tiny_overrides]) == 0  # finished runs are not run again
+    assert (out / "runs" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime == before
