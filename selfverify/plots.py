@@ -11,11 +11,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def plot_curves(records: list[dict], path: Path) -> None:
-    """SFT loss, RL training reward, and held-out greedy accuracy across the run."""
+    """SFT loss, RL training reward, RL response length, and held-out greedy accuracy across the run."""
     sft = [r for r in records if r["phase"] == "sft"]
     rl = [r for r in records if r["phase"] == "rl"]
     ev = [r for r in records if r["phase"] == "eval"]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
     axes[0].plot([r["step"] for r in sft], [r["loss"] for r in sft], color="tab:gray")
     axes[0].set(title="Cold start: SFT loss", xlabel="SFT step", ylabel="NLL / token")
     axes[1].plot(
@@ -29,19 +29,21 @@ def plot_curves(records: list[dict], path: Path) -> None:
         axes[1].plot([r["step"] for r in rl], smooth, color="tab:blue", label=f"mean of {k}")
     axes[1].set(title="RL: training reward", xlabel="RL step", ylabel="mean reward", ylim=(-0.02, 1.02))
     axes[1].legend(loc="lower right")
-    axes[2].plot(
+    axes[2].plot([r["step"] for r in rl], [r["response_length"] for r in rl], color="tab:purple")
+    axes[2].set(title="RL: mean response length", xlabel="RL step", ylabel="tokens")
+    axes[3].plot(
         [r["step"] for r in ev], [r["accuracy"] for r in ev], "o-", color="tab:green", label="accuracy"
     )
     if ev and "valid_solution_rate" in ev[0]:
-        axes[2].plot(
+        axes[3].plot(
             [r["step"] for r in ev],
             [r["valid_solution_rate"] for r in ev],
             "s--",
             color="tab:olive",
             label="all steps valid",
         )
-    axes[2].set(title="Held-out greedy accuracy", xlabel="RL step", ylim=(-0.02, 1.02))
-    axes[2].legend(loc="lower right")
+    axes[3].set(title="Held-out greedy accuracy", xlabel="RL step", ylim=(-0.02, 1.02))
+    axes[3].legend(loc="lower right")
     for ax in axes:
         ax.grid(alpha=0.3)
     fig.tight_layout()
