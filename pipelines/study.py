@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", required=True, help="folder for study.md, curves.png, results.json, runs/")
     parser.add_argument("--threshold", type=float, default=0.4, help="accuracy for the steps-to-reach column")
+    parser.add_argument("--no-progress", action="store_true", help="hide the runs' progress bars")
     parser.add_argument("overrides", nargs="*", help="overrides applied to every run")
     args = parser.parse_args(argv)
     arms = [(o, [f"objective={o}"]) for o in args.objectives.split(",") if o] + args.arm
@@ -139,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = out / "runs" / f"{name}-seed{seed}"
             if not (run_dir / "summary.json").exists():
                 print(f"== {name} seed {seed}", file=sys.stderr)
-                code = run_loop(["--run-dir", str(run_dir), *args.overrides, *arm_overrides, f"seed={seed}"])
+                flags = ["--run-dir", str(run_dir)] + (["--no-progress"] if args.no_progress else [])
+                code = run_loop([*flags, *args.overrides, *arm_overrides, f"seed={seed}"])
                 if code != 0:
                     return code
             dirs.append(run_dir)
