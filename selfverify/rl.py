@@ -26,6 +26,7 @@ from selfverify.algos import (
     masked_sum,
     overlong_filter_mask,
     overlong_penalty,
+    step_rewards_to_token_rewards,
     zero_variance_fraction,
 )
 from selfverify.algos.utils import explained_variance
@@ -123,11 +124,12 @@ def collect(
 
 
 def terminal_token_rewards(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """[B] sequence rewards -> [B, T] with each reward on its response's last token."""
+    """[B] sequence rewards -> [B, T] with each reward on its response's last token (one whole step)."""
     last = (response_mask.sum(-1).long() - 1).clamp(min=0)
-    out = torch.zeros_like(response_mask)
-    out[torch.arange(len(scores)), last] = scores
-    return out * response_mask
+    has_tokens = (response_mask.sum(-1) > 0).float()
+    return step_rewards_to_token_rewards(
+        scores[:, None], last[:, None], has_tokens[:, None], response_mask.shape[1]
+    )
 
 
 def rl_step(
