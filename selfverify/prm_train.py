@@ -32,7 +32,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,15 @@ from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, t
 from selfverify.tasks.arithmetic import ANSWER_PREFIX, OPS
 from verifiers.base import VerifyInput
 from verifiers.metrics import processbench_metrics
-from verifiers.prm import PRMEncoder, PRMModel, PRMVerifier, Window, base_model, choose_threshold, step_logits
+from verifiers.prm import (
+    PRMEncoder,
+    PRMModel,
+    PRMVerifier,
+    Window,
+    base_model,
+    choose_threshold,
+    normalize_segment,
+)
 
 # One error per corrupted solution, each a mistake a solver makes:
 # offset: a step's result is off by a little, later steps carry the wrong value on;
@@ -69,6 +77,10 @@ class StepRecord:
     steps: list[str]
     label: int
     source: str = ""
+    # Where the labelled step goes wrong: the offset of its first wrong character (in the step as
+    # verifiers.prm.normalize_segment writes it), len(step) when only its end is wrong (e.g. a
+    # solution that stops there). None when unknown, as in ProcessBench files.
+    error_offset: int | None = None
 
 
 def _work(start: int, ops: Sequence[tuple[str, int]]) -> tuple[list[str], int]:
@@ -120,7 +132,32 @@ def embedded_record(problem: Problem, rng: random.Random, correct_fraction: floa
         kind = rng.choice(CORRUPTIONS)
         steps = corrupt_solution(problem, kind, rng)
     check = check_solution(problem, "\n".join(steps))
-    return StepRecord(problem.prompt.strip(), check.steps, check.earliest_error, kind)
+    label = check.earliest_error
+    offset = (
+        None
+        if label == -1
+        else first_wrong_char(check.steps[label], _expected_step(problem, check.steps, label))
+    )
+    return StepRecord(problem.prompt.strip(), check.steps, label, kind, offset)
+
+
+def _expected_step(problem: Problem, steps: Sequence[str], label: int) -> str:
+    """What step ``label`` should say, given that every step before it is correct."""
+    if label > 0 and steps[label - 1].startswith(ANSWER_PREFIX):
+        return ""  # nothing may follow a correct answer line
+    prev = problem.running_values()[label - 1] if label > 0 else problem.start
+    if label < len(problem.ops):
+        return _work(prev, problem.ops[label : label + 1])[0][0]
+    return f"{ANSWER_PREFIX}{prev}"
+
+
+def first_wrong_char(step: str, expected: str) -> int:
+    """Offset of the first character of ``step`` that departs from ``expected``; ``len(step)`` when
+    none does (the step is right as far as it goes, and wrong where it ends)."""
+    for i, ch in enumerate(step):
+        if i >= len(expected) or ch != expected[i]:
+            return i
+    return len(step)
 
 
 def embedded_records(problems: Sequence[Problem], seed: int, correct_fraction: float) -> list[StepRecord]:
@@ -152,20 +189,74 @@ def step_targets(record: StepRecord) -> list[float]:
 
 @dataclass(frozen=True)
 class TrainWindow:
-    """An encoded window and the targets of its score tokens (NaN: not in the loss)."""
+    """An encoded window and its training targets.
+
+    targets: per score token, the step label (NaN: not in the loss).
+    token_targets: per token, "no error so far in this step" (1 up to the first wrong token of the
+        labelled step, 0 from it on; NaN outside labelled steps, and inside a wrong step whose error
+        position is unknown except at its end).
+    lm_mask: per token, whether the auxiliary language-model loss predicts it (correct steps only).
+    """
 
     window: Window
     targets: list[float]
+    token_targets: list[float]
+    lm_mask: list[bool]
+
+
+def _error_token(encoder: PRMEncoder, step: str, offset: int, kept: int) -> int:
+    """Index, among the ``kept`` last tokens of ``step`` in a window, of the token holding character
+    ``offset``; ``kept`` (the end token) when the offset is the step's length."""
+    enc = encoder.tokenizer(normalize_segment(step), add_special_tokens=False, return_offsets_mapping=True)
+    n = len(enc["input_ids"])
+    token = next((j for j, (_, end) in enumerate(enc["offset_mapping"]) if end > offset), n)
+    return max(token - (n - kept), 0)
 
 
 def encode_training(encoder: PRMEncoder, records: Sequence[StepRecord]) -> list[TrainWindow]:
     out = []
     for w in encoder.encode([(r.problem, r.steps) for r in records]):
-        targets = step_targets(records[w.record])
+        record = records[w.record]
+        targets = step_targets(record)
         labels = [targets[i] if i < len(targets) else math.nan for i in w.steps]
-        if any(not math.isnan(t) for t in labels):
-            out.append(TrainWindow(w, labels))
+        if all(math.isnan(t) for t in labels):
+            continue
+        token_targets = [math.nan] * len(w.ids)
+        lm_mask = [False] * len(w.ids)
+        start = w.first
+        for step, end, target in zip(w.steps, w.positions, labels, strict=True):
+            if target == 1.0:  # a correct step, its end token included, is text worth imitating
+                lm_mask[start : end + 1] = [True] * (end + 1 - start)
+                token_targets[start : end + 1] = [1.0] * (end + 1 - start)
+            elif target == 0.0 and record.error_offset is None:
+                token_targets[end] = 0.0  # wrong somewhere in this step, and so by its end
+            elif target == 0.0:
+                kept = end - start
+                wrong = start + _error_token(encoder, record.steps[step], record.error_offset, kept)
+                token_targets[start:wrong] = [1.0] * (wrong - start)
+                token_targets[wrong : end + 1] = [0.0] * (end + 1 - wrong)
+            start = end + 1
+        out.append(TrainWindow(w, labels, token_targets, lm_mask))
     return out
+
+
+def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int) -> Iterator[list[int]]:
+    """Endless batches of indices: every epoch a fresh shuffle, so each item is seen once per epoch.
+
+    Within pools of 16 batches the items are sorted by length before batching, which cuts the
+    padding (and so the compute) of a batch, and the batches are shuffled again.
+    """
+    rng = random.Random(f"prm-batches-{seed}")
+    pool = 16 * batch_size
+    while True:
+        order = list(range(len(lengths)))
+        rng.shuffle(order)
+        epoch = []
+        for start in range(0, len(order), pool):
+            chunk = sorted(order[start : start + pool], key=lengths.__getitem__)
+            epoch.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+        rng.shuffle(epoch)
+        yield from epoch
 
 
 def train_prm(
@@ -179,12 +270,23 @@ def train_prm(
     warmup_steps: int = 20,
     weight_decay: float = 0.01,
     grad_clip: float = 1.0,
+    lm_coef: float = 0.0,
+    token_coef: float = 0.0,
     seed: int = 0,
     progress: bool = True,
 ) -> list[float]:
     """Fit the PRM with binary cross-entropy on labelled steps (AdamW, linear warmup, cosine decay).
 
-    Returns the loss of every optimisation step.
+    ``lm_coef > 0`` adds that times a next-token cross-entropy on the tokens of correct steps, with the
+    backbone's input embeddings as the output layer (tied, as in the tiny models). Predicting a correct
+    step token by token (carry the last result, take the problem's next operation, compute) is the
+    check a PRM has to make; a 1-bit step label alone teaches it far more slowly.
+
+    ``token_coef > 0`` adds that times a binary cross-entropy at every token of the labelled steps on
+    "no error so far in this step" (``TrainWindow.token_targets``). Where the data says at which token a
+    step goes wrong, the head learns to flag the error where it happens, and the step's end token only
+    has to pass the flag on, instead of finding the error from one label per step.
+    Returns the total loss of every optimisation step.
     """
     data = encode_training(encoder, records)
     if not data:
@@ -199,23 +301,38 @@ def train_prm(
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress_))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    rng = random.Random(f"prm-batches-{seed}")
-    order: list[int] = []
+    batches = length_grouped_batches([len(d.window.ids) for d in data], batch_size, seed)
     losses = []
     model.train()
     bar = tqdm(range(steps), desc="prm", unit="step", disable=None if progress else True)
     for _ in bar:
-        if len(order) < batch_size:  # epochs over a fresh shuffle, so every window is seen
-            fresh = list(range(len(data)))
-            rng.shuffle(fresh)
-            order.extend(fresh)
-        picked = [data[i] for i in order[:batch_size]]
-        del order[:batch_size]
+        picked = [data[i] for i in next(batches)]
         batch = encoder.collate([p.window for p in picked], device)
         targets = torch.tensor([t for p in picked for t in p.targets], device=device)
         keep = ~torch.isnan(targets)
-        logits = step_logits(model, batch)
+        hidden = model.hidden(batch.input_ids, batch.attention_mask)
+        token_logits = model.head(hidden).squeeze(-1)
+        logits = token_logits[batch.rows, batch.cols]
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[keep], targets[keep])
+        if token_coef > 0:
+            token_targets = torch.full_like(token_logits, math.nan)
+            for b, p in enumerate(picked):
+                token_targets[b, : len(p.token_targets)] = torch.tensor(p.token_targets)
+            known = ~torch.isnan(token_targets)
+            token_loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                token_logits[known], token_targets[known]
+            )
+            loss = loss + token_coef * token_loss
+        if lm_coef > 0:
+            lm_mask = torch.zeros_like(batch.attention_mask, dtype=torch.bool)
+            for b, p in enumerate(picked):
+                lm_mask[b, : len(p.lm_mask)] = torch.tensor(p.lm_mask)
+            predicted = lm_mask[:, 1:]  # the token at t + 1 is predicted from the state at t
+            if predicted.any():
+                embeddings = model.backbone.get_input_embeddings().weight
+                lm_logits = hidden[:, :-1][predicted] @ embeddings.T
+                lm_loss = torch.nn.functional.cross_entropy(lm_logits, batch.input_ids[:, 1:][predicted])
+                loss = loss + lm_coef * lm_loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -248,16 +365,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--heldout-seed", type=int, default=0, help="seed of the held-out split (heldout_split)"
     )
-    parser.add_argument("--steps", type=int, default=600, help="optimisation steps")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--steps", type=int, default=2000, help="optimisation steps")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="windows (about one per solution) per step"
+    )
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument(
+        "--lm-coef", type=float, default=1.0, help="weight of the auxiliary next-token loss on correct steps"
+    )
+    parser.add_argument(
+        "--token-coef", type=float, default=1.0, help="weight of the auxiliary per-token 'no error yet' loss"
+    )
     parser.add_argument("--warmup-steps", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0, help="model init, data and batch order")
     parser.add_argument("--backbone", type=Path, help="an HF decoder checkpoint (default: fresh tiny model)")
-    parser.add_argument("--hidden-size", type=int, default=128, help="fresh backbone only")
-    parser.add_argument("--layers", type=int, default=4, help="fresh backbone only")
+    parser.add_argument("--hidden-size", type=int, default=96, help="fresh backbone only")
+    parser.add_argument("--layers", type=int, default=3, help="fresh backbone only")
     parser.add_argument("--heads", type=int, default=4, help="fresh backbone only")
-    parser.add_argument("--intermediate-size", type=int, default=384, help="fresh backbone only")
+    parser.add_argument("--intermediate-size", type=int, default=288, help="fresh backbone only")
     parser.add_argument("--max-length", type=int, default=256, help="token bound of one input window")
     thresholds = parser.add_mutually_exclusive_group()
     thresholds.add_argument("--threshold", type=float, help="fixed step-score threshold")
@@ -316,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         warmup_steps=args.warmup_steps,
+        lm_coef=args.lm_coef,
+        token_coef=args.token_coef,
         seed=args.seed,
     )
     train_seconds = time.perf_counter() - start

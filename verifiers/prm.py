@@ -61,6 +61,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from verifiers.base import Verdict, VerifyInput, earliest_error_from_scores
 from verifiers.metrics import processbench_metrics
@@ -73,6 +74,8 @@ DEFAULT_THRESHOLD = 0.5
 MAX_DEFAULT_LENGTH = 4096
 FORMAT_VERSION = 1
 
+hf_logging.disable_progress_bar()  # a weight-loading bar per checkpoint is noise in the score CLI's output
+
 
 class PRMModel(nn.Module):
     """A decoder backbone (the base model, without its LM head) and a linear step-score head."""
@@ -82,15 +85,23 @@ class PRMModel(nn.Module):
         self.backbone = backbone
         self.head = head if head is not None else nn.Linear(backbone.config.hidden_size, 1)
 
+    def hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The backbone's last hidden states [B, T, H]."""
+        return self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits [B, T] of "this token ends a correct step", at every position."""
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.head(hidden).squeeze(-1)
+        return self.head(self.hidden(input_ids, attention_mask)).squeeze(-1)
 
 
 def base_model(model: PreTrainedModel) -> PreTrainedModel:
     """The decoder of an HF model (``LlamaForCausalLM`` -> ``LlamaModel``); a base model is itself."""
     return model.base_model
+
+
+def normalize_segment(text: str) -> str:
+    """A problem or step as the encoder tokenises it: one line (newlines become spaces), stripped."""
+    return text.replace("\r", " ").replace("\n", " ").strip()
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,7 @@ class Window:
     ids: list[int]
     positions: list[int]
     steps: list[int]
+    first: int  # index of the window's first step token (after the problem and its separator)
     cut: bool = False  # the problem or a step lost tokens to the length bound
 
 
@@ -136,8 +148,7 @@ class PRMEncoder:
     def _tokenize(self, texts: list[str]) -> list[list[int]]:
         if not texts:
             return []
-        flat = [t.replace("\r", " ").replace("\n", " ").strip() for t in texts]
-        return self.tokenizer(flat, add_special_tokens=False)["input_ids"]
+        return self.tokenizer([normalize_segment(t) for t in texts], add_special_tokens=False)["input_ids"]
 
     def encode(self, records: Sequence[tuple[str, Sequence[str]]]) -> list[Window]:
         """Windows for ``(problem, steps)`` records; a record with no steps has none."""
@@ -162,14 +173,14 @@ class PRMEncoder:
             if len(tokens) > step_cap:
                 tokens, cut = tokens[-step_cap:], True
             if len(ids) + len(tokens) + 1 > self.max_length:
-                out.append(Window(record, ids, positions, steps, cut))
+                out.append(Window(record, ids, positions, steps, len(head), cut))
                 ids, positions, steps = list(head), [], []
             ids.extend(tokens)
             ids.append(self.end_id if i == len(step_ids) - 1 else self.sep_id)
             positions.append(len(ids) - 1)
             steps.append(i)
         if steps:
-            out.append(Window(record, ids, positions, steps, cut))
+            out.append(Window(record, ids, positions, steps, len(head), cut))
         return out
 
     def collate(self, windows: Sequence[Window], device: torch.device | str = "cpu") -> Batch:
