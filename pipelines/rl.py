@@ -62,32 +62,35 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         state_dict = {"phase": phase, "step": step, "lines": tracker.count, "figures": figures, "wall": wall}
         save_checkpoint(path, model, tok, state_dict | extra, critic=critic)
 
-    # Phase 1: cold start (SFT on reference solutions).
+    # Phase 1: cold start (SFT on reference solutions), or a given cold-started policy.
     if state["phase"] == "sft":
-        opt, sched = make_optimizer(
-            model, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
-        )
-        if "optimizer" in state:
-            opt.load_state_dict(state["optimizer"])
-            sched.load_state_dict(state["scheduler"])
-        bar = tqdm(range(state["step"], cfg.sft.steps), desc="cold start (SFT)", disable=not progress)
-        for step in bar:
-            problems = train_problems(
-                cfg.task, cfg.sft.batch_size, seed=cfg.seed, tag=f"sft-{step}", exclude=exclude
+        if cfg.init_from is not None:
+            model, tok = load_pretrained(cfg.init_from)
+        else:
+            opt, sched = make_optimizer(
+                model, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
             )
-            style = random.Random(f"{cfg.seed}-sft-style-{step}")
-            demos = [
-                p.direct_solution()
-                if style.random() < cfg.sft.direct_answer_fraction
-                else p.reference_solution()
-                for p in problems
-            ]
-            batch = encode_pairs(tok, [p.prompt for p in problems], demos)
-            m = sft_step(model, opt, sched, batch)
-            tracker.log("sft", step + 1, m)
-            bar.set_postfix(loss=f"{m['loss']:.3f}")
-            if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.sft.steps:
-                checkpoint(ckpt / "latest", "sft", step + 1, opt, sched)
+            if "optimizer" in state:
+                opt.load_state_dict(state["optimizer"])
+                sched.load_state_dict(state["scheduler"])
+            bar = tqdm(range(state["step"], cfg.sft.steps), desc="cold start (SFT)", disable=not progress)
+            for step in bar:
+                problems = train_problems(
+                    cfg.task, cfg.sft.batch_size, seed=cfg.seed, tag=f"sft-{step}", exclude=exclude
+                )
+                style = random.Random(f"{cfg.seed}-sft-style-{step}")
+                demos = [
+                    p.direct_solution()
+                    if style.random() < cfg.sft.direct_answer_fraction
+                    else p.reference_solution()
+                    for p in problems
+                ]
+                batch = encode_pairs(tok, [p.prompt for p in problems], demos)
+                m = sft_step(model, opt, sched, batch)
+                tracker.log("sft", step + 1, m)
+                bar.set_postfix(loss=f"{m['loss']:.3f}")
+                if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.sft.steps:
+                    checkpoint(ckpt / "latest", "sft", step + 1, opt, sched)
         cold = evaluate()
         figures["cold_start_accuracy"] = cold["accuracy"]
         tracker.log("eval", 0, cold)

@@ -6,6 +6,11 @@
 An arm is a name and a list of overrides (``--objectives A,B`` adds one arm ``objective=A`` per name).
 Trailing overrides apply to every run. Each run is an ordinary ``python -m selfverify.loop`` run in
 ``OUT/runs/<arm>-seed<seed>``; finished runs are skipped, so a killed study resumes where it stopped.
+
+``--share-cold-start`` runs the cold start once per seed (``OUT/runs/cold-start-seed<seed>``, the
+trailing overrides and ``rl.steps=0``) and starts every arm of that seed from it (``init_from``). Use
+it only when arms differ after the cold start (objectives, RL knobs, reward modes); the wall column
+then counts RL and evaluation only.
 """
 
 from __future__ import annotations
@@ -126,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="folder for study.md, curves.png, results.json, runs/")
     parser.add_argument("--threshold", type=float, default=0.4, help="accuracy for the steps-to-reach column")
     parser.add_argument("--no-progress", action="store_true", help="hide the runs' progress bars")
+    parser.add_argument(
+        "--share-cold-start", action="store_true", help="one cold start per seed, shared by every arm"
+    )
     parser.add_argument("overrides", nargs="*", help="overrides applied to every run")
     args = parser.parse_args(argv)
     arms = [(o, [f"objective={o}"]) for o in args.objectives.split(",") if o] + args.arm
@@ -133,17 +141,28 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --objectives and/or --arm")
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out)
+    flags = ["--no-progress"] if args.no_progress else []
+
+    def ensure_run(run_dir: Path, overrides: list[str]) -> int:
+        if (run_dir / "summary.json").exists():
+            return 0
+        print(f"== {run_dir.name}", file=sys.stderr)
+        return run_loop([*flags, "--run-dir", str(run_dir), *overrides])
+
+    shared: dict[int, list[str]] = {seed: [] for seed in seeds}
+    if args.share_cold_start:
+        for seed in seeds:
+            cold_dir = out / "runs" / f"cold-start-seed{seed}"
+            if code := ensure_run(cold_dir, [*args.overrides, "rl.steps=0", f"seed={seed}"]):
+                return code
+            shared[seed] = [f"init_from={cold_dir / 'checkpoints' / 'cold_start'}"]
     results = []
     for name, arm_overrides in arms:
         dirs = []
         for seed in seeds:
             run_dir = out / "runs" / f"{name}-seed{seed}"
-            if not (run_dir / "summary.json").exists():
-                print(f"== {name} seed {seed}", file=sys.stderr)
-                flags = ["--run-dir", str(run_dir)] + (["--no-progress"] if args.no_progress else [])
-                code = run_loop([*flags, *args.overrides, *arm_overrides, f"seed={seed}"])
-                if code != 0:
-                    return code
+            if code := ensure_run(run_dir, [*args.overrides, *arm_overrides, *shared[seed], f"seed={seed}"]):
+                return code
             dirs.append(run_dir)
         results.append(collect_arm(name, dirs, args.threshold))
     command = "python -m pipelines.study " + " ".join(argv if argv is not None else sys.argv[1:])

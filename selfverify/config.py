@@ -96,6 +96,9 @@ class Config:
     objective: str | None = None  # a preset in configs/objectives/, applied over the config file
     pipeline: str = "rl"
     threads: int = 2
+    # A checkpoint directory whose policy stands in for the cold start (SFT is skipped). Studies use it
+    # to share one cold start per seed across arms that differ only after it.
+    init_from: str | None = None
     checkpoint_every: int = 20
     task: TaskConfig = field(default_factory=TaskConfig)
     model: ModelSpec = field(default_factory=ModelSpec)

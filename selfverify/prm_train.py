@@ -16,8 +16,15 @@ Training data, mixed:
   after it are left out of the loss (ProcessBench labels say nothing about them). Records without a
   label or malformed are skipped with a warning.
 
-Backbone: a fresh tiny Llama with the character tokenizer (``selfverify.models``), or ``--backbone
-PATH``, any Hugging Face decoder checkpoint (its base model is used; a causal-LM head is dropped).
+Loss: binary cross-entropy on the step labels plus ``--lm-coef`` times a next-token loss on the tokens
+of correct steps (see :func:`train_prm`).
+
+Backbone: a fresh tiny Llama with the character tokenizer (``selfverify.models``; by default 6 layers
+of width 64, 0.3M parameters), or ``--backbone PATH``, any Hugging Face decoder checkpoint (its base
+model is used; a causal-LM head is dropped). Depth matters more than width here: a step's score is
+read at its end token, which has to compare what the step says with what it should say (carried
+value, the problem's operation, the arithmetic) and the model needs layers for each hop; at equal
+compute, 6 layers of width 64 located errors far better than 3 of width 96 (docs/SCORING.md).
 
 Threshold (stored in verifier.json): ``--threshold T``, or the ProcessBench-F1-maximising value on a
 named dev file (``--threshold-dev FILE``; never the file you evaluate on), else 0.5.
@@ -55,7 +62,6 @@ from verifiers.prm import (
     Window,
     base_model,
     choose_threshold,
-    normalize_segment,
 )
 
 # One error per corrupted solution, each a mistake a solver makes:
@@ -77,10 +83,6 @@ class StepRecord:
     steps: list[str]
     label: int
     source: str = ""
-    # Where the labelled step goes wrong: the offset of its first wrong character (in the step as
-    # verifiers.prm.normalize_segment writes it), len(step) when only its end is wrong (e.g. a
-    # solution that stops there). None when unknown, as in ProcessBench files.
-    error_offset: int | None = None
 
 
 def _work(start: int, ops: Sequence[tuple[str, int]]) -> tuple[list[str], int]:
@@ -132,32 +134,7 @@ def embedded_record(problem: Problem, rng: random.Random, correct_fraction: floa
         kind = rng.choice(CORRUPTIONS)
         steps = corrupt_solution(problem, kind, rng)
     check = check_solution(problem, "\n".join(steps))
-    label = check.earliest_error
-    offset = (
-        None
-        if label == -1
-        else first_wrong_char(check.steps[label], _expected_step(problem, check.steps, label))
-    )
-    return StepRecord(problem.prompt.strip(), check.steps, label, kind, offset)
-
-
-def _expected_step(problem: Problem, steps: Sequence[str], label: int) -> str:
-    """What step ``label`` should say, given that every step before it is correct."""
-    if label > 0 and steps[label - 1].startswith(ANSWER_PREFIX):
-        return ""  # nothing may follow a correct answer line
-    prev = problem.running_values()[label - 1] if label > 0 else problem.start
-    if label < len(problem.ops):
-        return _work(prev, problem.ops[label : label + 1])[0][0]
-    return f"{ANSWER_PREFIX}{prev}"
-
-
-def first_wrong_char(step: str, expected: str) -> int:
-    """Offset of the first character of ``step`` that departs from ``expected``; ``len(step)`` when
-    none does (the step is right as far as it goes, and wrong where it ends)."""
-    for i, ch in enumerate(step):
-        if i >= len(expected) or ch != expected[i]:
-            return i
-    return len(step)
+    return StepRecord(problem.prompt.strip(), check.steps, check.earliest_error, kind)
 
 
 def embedded_records(problems: Sequence[Problem], seed: int, correct_fraction: float) -> list[StepRecord]:
@@ -189,54 +166,28 @@ def step_targets(record: StepRecord) -> list[float]:
 
 @dataclass(frozen=True)
 class TrainWindow:
-    """An encoded window and its training targets.
-
-    targets: per score token, the step label (NaN: not in the loss).
-    token_targets: per token, "no error so far in this step" (1 up to the first wrong token of the
-        labelled step, 0 from it on; NaN outside labelled steps, and inside a wrong step whose error
-        position is unknown except at its end).
-    lm_mask: per token, whether the auxiliary language-model loss predicts it (correct steps only).
-    """
+    """An encoded window, the targets of its score tokens (NaN: not in the loss) and, per token,
+    whether the auxiliary language-model loss predicts it (the tokens of steps labelled correct)."""
 
     window: Window
     targets: list[float]
-    token_targets: list[float]
     lm_mask: list[bool]
-
-
-def _error_token(encoder: PRMEncoder, step: str, offset: int, kept: int) -> int:
-    """Index, among the ``kept`` last tokens of ``step`` in a window, of the token holding character
-    ``offset``; ``kept`` (the end token) when the offset is the step's length."""
-    enc = encoder.tokenizer(normalize_segment(step), add_special_tokens=False, return_offsets_mapping=True)
-    n = len(enc["input_ids"])
-    token = next((j for j, (_, end) in enumerate(enc["offset_mapping"]) if end > offset), n)
-    return max(token - (n - kept), 0)
 
 
 def encode_training(encoder: PRMEncoder, records: Sequence[StepRecord]) -> list[TrainWindow]:
     out = []
     for w in encoder.encode([(r.problem, r.steps) for r in records]):
-        record = records[w.record]
-        targets = step_targets(record)
+        targets = step_targets(records[w.record])
         labels = [targets[i] if i < len(targets) else math.nan for i in w.steps]
         if all(math.isnan(t) for t in labels):
             continue
-        token_targets = [math.nan] * len(w.ids)
         lm_mask = [False] * len(w.ids)
         start = w.first
-        for step, end, target in zip(w.steps, w.positions, labels, strict=True):
+        for end, target in zip(w.positions, labels, strict=True):
             if target == 1.0:  # a correct step, its end token included, is text worth imitating
                 lm_mask[start : end + 1] = [True] * (end + 1 - start)
-                token_targets[start : end + 1] = [1.0] * (end + 1 - start)
-            elif target == 0.0 and record.error_offset is None:
-                token_targets[end] = 0.0  # wrong somewhere in this step, and so by its end
-            elif target == 0.0:
-                kept = end - start
-                wrong = start + _error_token(encoder, record.steps[step], record.error_offset, kept)
-                token_targets[start:wrong] = [1.0] * (wrong - start)
-                token_targets[wrong : end + 1] = [0.0] * (end + 1 - wrong)
             start = end + 1
-        out.append(TrainWindow(w, labels, token_targets, lm_mask))
+        out.append(TrainWindow(w, labels, lm_mask))
     return out
 
 
@@ -265,13 +216,12 @@ def train_prm(
     records: Sequence[StepRecord],
     *,
     steps: int,
-    batch_size: int = 32,
-    lr: float = 1e-3,
-    warmup_steps: int = 20,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    warmup_steps: int = 30,
     weight_decay: float = 0.01,
     grad_clip: float = 1.0,
-    lm_coef: float = 0.0,
-    token_coef: float = 0.0,
+    lm_coef: float = 1.0,
     seed: int = 0,
     progress: bool = True,
 ) -> list[float]:
@@ -281,11 +231,6 @@ def train_prm(
     backbone's input embeddings as the output layer (tied, as in the tiny models). Predicting a correct
     step token by token (carry the last result, take the problem's next operation, compute) is the
     check a PRM has to make; a 1-bit step label alone teaches it far more slowly.
-
-    ``token_coef > 0`` adds that times a binary cross-entropy at every token of the labelled steps on
-    "no error so far in this step" (``TrainWindow.token_targets``). Where the data says at which token a
-    step goes wrong, the head learns to flag the error where it happens, and the step's end token only
-    has to pass the flag on, instead of finding the error from one label per step.
     Returns the total loss of every optimisation step.
     """
     data = encode_training(encoder, records)
@@ -311,18 +256,8 @@ def train_prm(
         targets = torch.tensor([t for p in picked for t in p.targets], device=device)
         keep = ~torch.isnan(targets)
         hidden = model.hidden(batch.input_ids, batch.attention_mask)
-        token_logits = model.head(hidden).squeeze(-1)
-        logits = token_logits[batch.rows, batch.cols]
+        logits = model.head(hidden[batch.rows, batch.cols]).squeeze(-1)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[keep], targets[keep])
-        if token_coef > 0:
-            token_targets = torch.full_like(token_logits, math.nan)
-            for b, p in enumerate(picked):
-                token_targets[b, : len(p.token_targets)] = torch.tensor(p.token_targets)
-            known = ~torch.isnan(token_targets)
-            token_loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                token_logits[known], token_targets[known]
-            )
-            loss = loss + token_coef * token_loss
         if lm_coef > 0:
             lm_mask = torch.zeros_like(batch.attention_mask, dtype=torch.bool)
             for b, p in enumerate(picked):
@@ -373,16 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--lm-coef", type=float, default=1.0, help="weight of the auxiliary next-token loss on correct steps"
     )
-    parser.add_argument(
-        "--token-coef", type=float, default=1.0, help="weight of the auxiliary per-token 'no error yet' loss"
-    )
     parser.add_argument("--warmup-steps", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0, help="model init, data and batch order")
     parser.add_argument("--backbone", type=Path, help="an HF decoder checkpoint (default: fresh tiny model)")
-    parser.add_argument("--hidden-size", type=int, default=96, help="fresh backbone only")
-    parser.add_argument("--layers", type=int, default=3, help="fresh backbone only")
+    parser.add_argument("--hidden-size", type=int, default=64, help="fresh backbone only")
+    parser.add_argument("--layers", type=int, default=6, help="fresh backbone only")
     parser.add_argument("--heads", type=int, default=4, help="fresh backbone only")
-    parser.add_argument("--intermediate-size", type=int, default=288, help="fresh backbone only")
+    parser.add_argument("--intermediate-size", type=int, default=192, help="fresh backbone only")
     parser.add_argument("--max-length", type=int, default=256, help="token bound of one input window")
     thresholds = parser.add_mutually_exclusive_group()
     thresholds.add_argument("--threshold", type=float, help="fixed step-score threshold")
@@ -405,6 +337,16 @@ def build_backbone(args: argparse.Namespace) -> tuple[Any, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0, or 2 on bad arguments or no training data)."""
     args = build_parser().parse_args(argv)
+    problems = [
+        (args.steps < 1, "--steps must be at least 1"),
+        (args.batch_size < 1, "--batch-size must be at least 1"),
+        (not 0.0 <= args.correct_fraction <= 1.0, "--correct-fraction must be in [0, 1]"),
+        (args.embedded < 0 or args.heldout_exclude < 0, "--embedded and --heldout-exclude must be >= 0"),
+    ]
+    for failed, message in problems:
+        if failed:
+            print(f"error: {message}", file=sys.stderr)
+            return 2
     if args.threads:
         torch.set_num_threads(args.threads)
     records: list[StepRecord] = []
@@ -442,7 +384,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         lr=args.lr,
         warmup_steps=args.warmup_steps,
         lm_coef=args.lm_coef,
-        token_coef=args.token_coef,
         seed=args.seed,
     )
     train_seconds = time.perf_counter() - start
@@ -461,6 +402,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         records_with_error=n_err,
         steps=args.steps,
         final_loss=sum(tail) / len(tail),
+        # The mean loss of every 100 steps: whether and when the error-locating circuit formed.
+        loss_curve=[
+            round(sum(c) / len(c), 4) for c in (losses[i : i + 100] for i in range(0, len(losses), 100))
+        ],
         train_seconds=round(train_seconds, 1),
         args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
     )

@@ -33,3 +33,16 @@ def test_study_runs_arms_and_seeds(tmp_path, tiny_overrides, capsys):
     before = (out / "runs" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime
     assert main([*argv, *tiny_overrides]) == 0  # finished runs are not run again
     assert (out / "runs" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime == before
+
+
+def test_study_shares_one_cold_start_per_seed(tmp_path, tiny_overrides):
+    out = tmp_path / "study"
+    argv = ["--objectives", "grpo,rloo", "--seeds", "0", "--out", str(out), "--share-cold-start"]
+    assert main([*argv, *tiny_overrides]) == 0
+    runs = out / "runs"
+    cold = json.loads((runs / "cold-start-seed0" / "summary.json").read_text())["cold_start_accuracy"]
+    for arm in ("grpo", "rloo"):
+        phases = {json.loads(line)["phase"] for line in (runs / f"{arm}-seed0" / "metrics.jsonl").open()}
+        assert "sft" not in phases  # the arm started from the shared cold start
+        summary = json.loads((runs / f"{arm}-seed0" / "summary.json").read_text())
+        assert summary["cold_start_accuracy"] == cold
