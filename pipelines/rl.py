@@ -6,7 +6,6 @@ holds a run with the same configuration.
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from selfverify.checkpoint import load_checkpoint, recover, save_checkpoint
+from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.critic import ValueModel
 from selfverify.evaluate import evaluate_generator
@@ -75,17 +75,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 sched.load_state_dict(state["scheduler"])
             bar = tqdm(range(state["step"], cfg.sft.steps), desc="cold start (SFT)", disable=not progress)
             for step in bar:
-                problems = train_problems(
-                    cfg.task, cfg.sft.batch_size, seed=cfg.seed, tag=f"sft-{step}", exclude=exclude
-                )
-                style = random.Random(f"{cfg.seed}-sft-style-{step}")
-                demos = [
-                    p.direct_solution()
-                    if style.random() < cfg.sft.direct_answer_fraction
-                    else p.reference_solution()
-                    for p in problems
-                ]
-                batch = encode_pairs(tok, [p.prompt for p in problems], demos)
+                batch = encode_pairs(tok, *demonstrations(cfg, step, exclude))
                 m = sft_step(model, opt, sched, batch)
                 tracker.log("sft", step + 1, m)
                 bar.set_postfix(loss=f"{m['loss']:.3f}")

@@ -35,6 +35,11 @@ def save_checkpoint(
         critic.save(tmp / "critic")
     if state is not None:
         torch.save(state, tmp / STATE_FILE)
+    _swap_in(tmp, path)
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    """Replace ``path`` by the finished ``tmp`` (``recover`` completes a swap a crash interrupted)."""
     old = path.with_name(path.name + ".old")
     if path.exists():
         os.replace(path, old)
@@ -54,3 +59,29 @@ def recover(path: Path) -> None:
     old = path.with_name(path.name + ".old")
     if not path.exists() and old.exists():
         os.replace(old, path)
+
+
+def save_bundle(
+    path: Path,
+    models: dict[str, torch.nn.Module],
+    tokenizer: PreTrainedTokenizerBase,
+    state: dict[str, Any],
+) -> None:
+    """Several models (one HF directory each, under their names) and one trainer state, written
+    atomically together: a resumed run never sees a generator from one phase and a verifier from
+    another."""
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for name, model in models.items():
+        save_pretrained(model, tokenizer, tmp / name)
+    torch.save(state, tmp / STATE_FILE)
+    _swap_in(tmp, path)
+
+
+def load_bundle(
+    path: Path,
+) -> tuple[dict[str, torch.nn.Module], PreTrainedTokenizerBase, dict[str, Any]]:
+    models, tokenizer = {}, None
+    for sub in sorted(p for p in path.iterdir() if p.is_dir()):
+        models[sub.name], tokenizer = load_pretrained(sub)
+    return models, tokenizer, torch.load(path / STATE_FILE, weights_only=False)

@@ -83,6 +83,51 @@ class RLConfig:
 
 
 @dataclass
+class RewardConfig:
+    """What the generator is rewarded for (DESIGN §4)."""
+
+    # outcome: the true final answer (1/0). process: the verifier's per-step judgments (GRPO with
+    # process supervision, or step rewards on step ends for GAE). self_verify: R_format·(α·R_Y + β·R_Z)
+    # with the generator's own analysis after its solution. mix: process_weight × process +
+    # outcome_weight × outcome (on the last step).
+    mode: str = "outcome"
+    process_weight: float = 0.5
+    outcome_weight: float = 0.5
+    alpha: float = 0.76
+    beta: float = 0.24
+
+
+@dataclass
+class RoundsConfig:
+    """The self-verification loop: verifier and meta-verifier training, generator RL against the
+    verifier, scaled verification of fresh samples into the next round's verifier data."""
+
+    rounds: int = 2
+    # Verifier / meta-verifier cold start (SFT, initialised from the cold-started generator).
+    judge_sft_steps: int = 300
+    judge_sft_batch_size: int = 64
+    judge_sft_lr: float = 1e-3
+    judge_pool: int = 2048  # generator samples labelled for the judges' cold start
+    judge_max_new_tokens: int = 80
+    # Per round.
+    verifier_rl_steps: int = 10
+    meta_rl_steps: int = 10
+    judge_prompts_per_step: int = 16
+    judge_group_size: int = 4
+    judge_rl_lr: float = 1e-5
+    generator_rl_steps: int = 100  # per round; rl.* configures the objective
+    # Scaled verification (DeepSeekMath-V2): n analyses per sample, m meta-verifications per analysis
+    # that reports an issue, k valid analyses must agree on the lowest score.
+    scaled_samples: int = 256
+    scaled_n: int = 4
+    scaled_m: int = 3
+    scaled_k: int = 2
+    auto_sft_steps: int = 100  # verifier SFT on the auto-labels before the next round
+    labels: str = "auto"  # auto: rounds after the first train the verifier on auto-labels only; truth
+    eval_samples: int = 256  # held-out generator samples for verifier F1 / meta accuracy
+
+
+@dataclass
 class WandbConfig:
     enabled: bool = False
     project: str = "selfverify"
@@ -104,6 +149,8 @@ class Config:
     model: ModelSpec = field(default_factory=ModelSpec)
     sft: SFTConfig = field(default_factory=SFTConfig)
     rl: RLConfig = field(default_factory=RLConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    loop: RoundsConfig = field(default_factory=RoundsConfig)
     eval_batch_size: int = 256
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
@@ -145,9 +192,30 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                 )
             cfg = OmegaConf.merge(cfg, OmegaConf.load(preset))
         cfg = OmegaConf.merge(cfg, cli)
-        return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+        config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         raise ConfigError(_describe(err)) from None
+    check_choices(config)
+    return config
+
+
+REWARD_MODES = ("outcome", "process", "self_verify", "mix")
+
+
+def check_choices(cfg: Config) -> None:
+    """Values the schema's types cannot restrict, each error naming its key."""
+    choices = {
+        "reward.mode": (cfg.reward.mode, REWARD_MODES),
+        "loop.labels": (cfg.loop.labels, ("auto", "truth")),
+    }
+    for key, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ConfigError(f"config key '{key}': {value!r} is not one of {list(allowed)}")
+    if cfg.pipeline == "rl" and cfg.reward.mode != "outcome":
+        raise ConfigError(
+            f"config key 'reward.mode': {cfg.reward.mode!r} needs a verifier (pipeline=selfverify); "
+            "the rl pipeline rewards outcomes only"
+        )
 
 
 def to_yaml(cfg: Config) -> str:

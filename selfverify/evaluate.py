@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -16,14 +18,16 @@ def evaluate_generator(
     *,
     max_new_tokens: int,
     batch_size: int,
+    solution_of: Callable[[str], str] = lambda text: text,
 ) -> dict[str, float]:
-    """Greedy decoding: answer accuracy, fully valid solutions, and response length."""
+    """Greedy decoding: answer accuracy, fully valid solutions, and response length.
+    ``solution_of`` picks the solution out of a response (e.g. without a self-evaluation)."""
     correct = valid = length = 0.0
     for i in range(0, len(problems), batch_size):
         chunk = problems[i : i + batch_size]
         out = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens=max_new_tokens, greedy=True)
         for p, text in zip(chunk, out.texts, strict=True):
-            check = check_solution(p, text)
+            check = check_solution(p, solution_of(text))
             correct += check.correct
             valid += check.correct and check.all_steps_valid
         length += out.lengths.sum().item()

@@ -25,9 +25,9 @@ from selfverify.tracking import read_metrics
 
 
 def _pipelines() -> dict[str, Callable[..., dict[str, Any]]]:
-    from pipelines import rl
+    from pipelines import rl, selfverify
 
-    return {"rl": rl.run}
+    return {"rl": rl.run, "selfverify": selfverify.run}
 
 
 def prepare_run_dir(cfg: Config, run_dir: Path) -> None:

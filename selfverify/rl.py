@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -35,8 +36,26 @@ from selfverify.rollout import Rollout, concat_rollouts, response_logprobs, samp
 from selfverify.tasks import Problem
 from selfverify.trainer import policy_update, value_update
 
-# Scores a batch of responses: (problems, rollout) -> (rewards [B], whether each is correct [B]).
-RewardFn = Callable[[list[Problem], Rollout], tuple[torch.Tensor, torch.Tensor]]
+
+class StepRewards(NamedTuple):
+    """Per-step rewards of a batch of responses: [B, S] each (S = the most steps in a response)."""
+
+    rewards: torch.Tensor
+    end: torch.Tensor  # index, within the response, of each step's last token
+    mask: torch.Tensor  # 1 for a real step
+
+
+class Scored(NamedTuple):
+    """What a reward function returns: sequence rewards [B] (the sum of the step rewards when there
+    are step rewards), whether each response is correct [B], and optionally step rewards."""
+
+    rewards: torch.Tensor
+    correct: torch.Tensor
+    steps: StepRewards | None = None
+
+
+# Scores a batch of responses: (problems, rollout) -> Scored, or a (rewards, correct) pair.
+RewardFn = Callable[[list[Problem], Rollout], Scored | tuple[torch.Tensor, torch.Tensor]]
 # Draws the prompts of one sampling round: round index -> problems.
 ProblemSource = Callable[[int], list[Problem]]
 
@@ -65,6 +84,16 @@ class Batch:
     correct: torch.Tensor  # [B] bool
     group_ids: torch.Tensor  # [B]
     rounds: int
+    steps: StepRewards | None = None
+
+
+def concat_step_rewards(parts: list[StepRewards]) -> StepRewards:
+    """Stack step rewards of different step counts (padded steps are masked out)."""
+    width = max(p.rewards.shape[1] for p in parts)
+    pad = torch.nn.functional.pad
+    return StepRewards(
+        *(torch.cat([pad(p[i], (0, width - p.rewards.shape[1])) for p in parts]) for i in range(3))
+    )
 
 
 def collect(
@@ -81,7 +110,7 @@ def collect(
     are dropped and new prompts are sampled until ``prompts_per_step`` groups remain or
     ``max_gen_rounds`` rounds have run (then the batch is whatever was kept, possibly smaller).
     """
-    kept: list[tuple[list[Problem], Rollout, torch.Tensor, torch.Tensor]] = []
+    kept: list[tuple[list[Problem], Rollout, Scored]] = []
     n_groups, rounds = 0, 0
     max_rounds = cfg.max_gen_rounds if cfg.dynamic_sampling else 1
     while n_groups < cfg.prompts_per_step and rounds < max_rounds:
@@ -95,31 +124,34 @@ def collect(
             temperature=cfg.temperature,
             seed=seed + 7919 * rounds,
         )
-        rewards, correct = reward_fn(expanded, rollout)
-        last = (problems, rollout, rewards, correct)
+        scored = Scored(*reward_fn(expanded, rollout))
+        last = (problems, rollout, scored)
         rounds += 1
         if cfg.dynamic_sampling:
             gids = torch.arange(len(problems)).repeat_interleave(cfg.group_size)
-            informative = group_has_variance(rewards, gids)[:: cfg.group_size]
+            informative = group_has_variance(scored.rewards, gids)[:: cfg.group_size]
             groups = informative.nonzero().flatten()[: cfg.prompts_per_step - n_groups].tolist()
             rows = torch.tensor(
                 [g * cfg.group_size + j for g in groups for j in range(cfg.group_size)], dtype=torch.long
             )
             problems = [problems[g] for g in groups]
-            rollout, rewards, correct = rollout.select(rows), rewards[rows], correct[rows]
+            steps = StepRewards(*(t[rows] for t in scored.steps)) if scored.steps is not None else None
+            rollout, scored = rollout.select(rows), Scored(scored.rewards[rows], scored.correct[rows], steps)
         if problems:
-            kept.append((problems, rollout, rewards, correct))
+            kept.append((problems, rollout, scored))
             n_groups += len(problems)
     if not kept:  # no informative group in any round: keep the last one (its GRPO advantages are 0)
         kept.append(last)
     problems = [p for part in kept for p in part[0]]
+    scores = [part[2] for part in kept]
     return Batch(
         problems=problems,
         rollout=concat_rollouts([part[1] for part in kept], tok.pad_token_id),
-        rewards=torch.cat([part[2] for part in kept]),
-        correct=torch.cat([part[3] for part in kept]),
+        rewards=torch.cat([s.rewards for s in scores]),
+        correct=torch.cat([s.correct for s in scores]),
         group_ids=torch.arange(len(problems)).repeat_interleave(cfg.group_size),
         rounds=rounds,
+        steps=concat_step_rewards([s.steps for s in scores]) if scores[0].steps is not None else None,
     )
 
 
@@ -143,9 +175,16 @@ def rl_step(
     """Collect one batch and update the policy (and the critic) on it."""
     b = collect(learner, tok, cfg, source, reward_fn, seed)
     rollout, mask = b.rollout, b.rollout.response_mask
-    scores = b.rewards.clone()
-    if cfg.overlong_buffer > 0:  # DAPO soft overlong punishment
-        scores = scores + overlong_penalty(rollout.lengths, cfg.max_new_tokens, cfg.overlong_buffer)
+    scores, steps = b.rewards.clone(), b.steps
+    if cfg.overlong_buffer > 0:  # DAPO soft overlong punishment (with step rewards: on the last step)
+        penalty = overlong_penalty(rollout.lengths, cfg.max_new_tokens, cfg.overlong_buffer)
+        scores = scores + penalty
+        if steps is not None:
+            rows = torch.arange(len(penalty))
+            last = (steps.mask.sum(-1).long() - 1).clamp(min=0)
+            shaped = steps.rewards.clone()
+            shaped[rows, last] += penalty
+            steps = steps._replace(rewards=shaped)
     with torch.no_grad():
         old_lp = response_logprobs(learner.policy, rollout, cfg.temperature)
         ref_lp = response_logprobs(learner.ref, rollout, cfg.temperature) if learner.ref is not None else None
@@ -156,8 +195,15 @@ def rl_step(
 
     metrics: dict[str, float] = {}
     returns = None
+    # Process rewards (DESIGN §4): each step's reward on its last token for GAE estimators, GRPO with
+    # process supervision in place of any group estimator.
+    task_token_rewards = (
+        step_rewards_to_token_rewards(steps.rewards, steps.end, steps.mask, mask.shape[1])
+        if steps is not None
+        else terminal_token_rewards(scores, mask)
+    )
     if cfg.advantage == "gae":
-        token_rewards = terminal_token_rewards(scores, mask) + (kl_reward if kl_reward is not None else 0.0)
+        token_rewards = task_token_rewards + (kl_reward if kl_reward is not None else 0.0)
         lam = (
             length_adaptive_lambda(rollout.lengths, cfg.length_adaptive_alpha)
             if cfg.length_adaptive_alpha
@@ -167,8 +213,12 @@ def rl_step(
         _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam_critic)
         metrics["value_explained_variance"] = float(explained_variance(values, returns, mask))
     elif cfg.advantage == "reinforce_plus_plus":
-        token_rewards = terminal_token_rewards(scores, mask) + (kl_reward if kl_reward is not None else 0.0)
+        token_rewards = task_token_rewards + (kl_reward if kl_reward is not None else 0.0)
         advantages, _ = get_advantage_estimator("reinforce_plus_plus")(token_rewards, mask, gamma=cfg.gamma)
+    elif steps is not None:
+        advantages, _ = get_advantage_estimator("grpo_process")(
+            steps.rewards, steps.end, steps.mask, response_mask=mask, group_ids=b.group_ids
+        )
     else:
         seq_scores = scores + (masked_sum(kl_reward, mask, dim=-1) if kl_reward is not None else 0.0)
         extra = {}
@@ -217,7 +267,7 @@ def greedy_baseline(
     greedy = sample(
         policy, tok, [p.prompt for p in b.problems], max_new_tokens=cfg.max_new_tokens, greedy=True
     )
-    baseline, _ = reward_fn(b.problems, greedy)
+    baseline = Scored(*reward_fn(b.problems, greedy)).rewards
     return baseline.repeat_interleave(cfg.group_size)
 
 
@@ -234,9 +284,13 @@ def value_pretrain_step(
     mask = b.rollout.response_mask
     with torch.no_grad():
         values = learner.critic(b.rollout)
-    _, returns = gae_advantages(
-        terminal_token_rewards(b.rewards, mask), values, mask, gamma=cfg.gamma, lam=1.0
+    steps = b.steps
+    token_rewards = (
+        step_rewards_to_token_rewards(steps.rewards, steps.end, steps.mask, mask.shape[1])
+        if steps is not None
+        else terminal_token_rewards(b.rewards, mask)
     )
+    _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=1.0)
     m = value_update(
         learner.critic, learner.critic_optimizer, b.rollout, old_values=values, returns=returns, cfg=cfg
     )

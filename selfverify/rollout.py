@@ -146,3 +146,25 @@ def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
         [t for r in parts for t in r.texts],
         torch.cat([r.truncated for r in parts]),
     )
+
+
+def line_end_tokens(tokenizer: PreTrainedTokenizerBase, rollout: Rollout) -> list[list[int]]:
+    """Per response, the index of the token that ends each non-empty line (a step, as
+    ``selfverify.tasks.split_steps`` reads them): the token holding the newline after the line, and
+    for the last line the response's last token (its end-of-sequence when it has one)."""
+    out = []
+    for row, length in zip(rollout.responses.tolist(), rollout.lengths.long().tolist(), strict=True):
+        ends, has_text = [], False
+        for j, token in enumerate(row[:length]):
+            piece = tokenizer.decode([token], skip_special_tokens=True)
+            for ch in piece:
+                if ch == "\n":
+                    if has_text:
+                        ends.append(j)
+                    has_text = False
+                elif not ch.isspace():
+                    has_text = True
+        if has_text:
+            ends.append(length - 1)
+        out.append(ends)
+    return out

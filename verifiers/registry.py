@@ -93,3 +93,12 @@ def _load_prm(path: Path, **kwargs: object) -> Verifier:
 
 
 register_checkpoint_loader("prm", _load_prm)
+
+
+def _load_generative(path: Path, **kwargs: object) -> Verifier:
+    from verifiers.generative import GenerativeVerifier
+
+    return GenerativeVerifier.from_pretrained(path, **kwargs)
+
+
+register_checkpoint_loader("generative", _load_generative)

@@ -1,0 +1,558 @@
+"""The self-verification loop (DeepSeekMath-V2, 2025; DESIGN §4), top to bottom:
+
+1. generator cold start: SFT on demonstrations (selfverify.coldstart);
+2. verifier and meta-verifier cold start: both start from the cold-started generator's weights and are
+   fine-tuned on a labelled pool of the generator's own samples (ground truth supplies the analyses
+   and the meta labels: this pool is the seed data a human would label);
+3. rounds, each: verifier training (round > 0: SFT on the previous round's auto-labels, then RL
+   with R_format·R_score·R_meta) and meta-verifier RL (R_format·R_score) -> generator RL against
+   the current verifier (``reward.mode``) -> scaled verification of fresh generator samples into
+   auto-labels for the next round -> evaluation against ground truth (logged, never trained on).
+
+With ``loop.labels=auto`` no ground truth reaches training after the cold-start pool: the verifier's
+later data and its RL labels are auto-labels. ``loop.labels=truth`` uses ground-truth labels for the
+same samples instead (the upper bound auto-labelling is measured against).
+
+A run resumes at the start of the phase it was killed in (``checkpoints/latest`` holds all three
+models and the state after each finished phase).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from selfverify.checkpoint import load_bundle, recover, save_bundle
+from selfverify.coldstart import demonstrations
+from selfverify.config import Config
+from selfverify.critic import ValueModel
+from selfverify.evaluate import evaluate_generator
+from selfverify.models import build_char_tokenizer, build_model
+from selfverify.rewards import (
+    meta_verifier_reward,
+    mix_step_rewards,
+    outcome_rewards,
+    self_verify_reward,
+    verifier_reward,
+)
+from selfverify.rl import (
+    Learner,
+    ProblemSource,
+    Scored,
+    StepRewards,
+    rl_step,
+    uses_critic,
+    value_pretrain_step,
+)
+from selfverify.rollout import Rollout, encode_pairs, line_end_tokens, sample
+from selfverify.tasks import Problem, check_solution, heldout_split, split_steps, train_problems
+from selfverify.tracking import Tracker
+from selfverify.trainer import make_optimizer, sft_step
+from verifiers.generative import (
+    GenerativeVerifier,
+    MetaVerifier,
+    format_meta,
+    meta_label,
+    meta_prompt,
+    parse_analysis,
+    parse_meta,
+    reference_analysis,
+    scaled_verification_label,
+    split_self_evaluation,
+    true_score,
+    verifier_prompt,
+)
+from verifiers.metrics import processbench_metrics
+
+ROLES = ("generator", "verifier", "meta")
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A generator sample with a verifier-training label: the analysis to imitate and its score."""
+
+    problem: Problem
+    steps: tuple[str, ...]
+    analysis: str
+    score: float
+
+    @property
+    def prompt(self) -> str:  # what a verifier rollout continues
+        return verifier_prompt(self.problem.prompt, self.steps)
+
+
+@dataclass(frozen=True)
+class MetaItem:
+    """An analysis of a sample with its meta label (is it faithful?)."""
+
+    problem: Problem
+    steps: tuple[str, ...]
+    analysis: str
+    label: float
+
+    @property
+    def prompt(self) -> str:
+        return meta_prompt(self.problem.prompt, self.steps, self.analysis)
+
+
+def solution_part(cfg: Config, text: str) -> str:
+    """The solution Y of a response (without the self-evaluation under ``self_verify``)."""
+    return split_self_evaluation(text)[0] if cfg.reward.mode == "self_verify" else text
+
+
+def generator_tokens(cfg: Config) -> int:
+    """Response budget: the solution, plus the self-evaluation under ``self_verify``."""
+    extra = cfg.loop.judge_max_new_tokens if cfg.reward.mode == "self_verify" else 0
+    return cfg.rl.max_new_tokens + extra
+
+
+def generate_samples(
+    cfg: Config, generator: torch.nn.Module, tok: Any, problems: Sequence[Problem], seed: int
+) -> list[tuple[str, ...]]:
+    """One temperature-1 sample per problem, as solution steps (batched)."""
+    out: list[tuple[str, ...]] = []
+    for i in range(0, len(problems), cfg.eval_batch_size):
+        chunk = [p.prompt for p in problems[i : i + cfg.eval_batch_size]]
+        rollout = sample(generator, tok, chunk, max_new_tokens=generator_tokens(cfg), seed=seed + i)
+        out.extend(tuple(split_steps(solution_part(cfg, t))) for t in rollout.texts)
+    return out
+
+
+def truth_labelled(problem: Problem, steps: Sequence[str]) -> Labelled:
+    check = check_solution(problem, "\n".join(steps))
+    return Labelled(problem, tuple(steps), reference_analysis(problem, steps), true_score(check))
+
+
+def judge_sft(
+    model: torch.nn.Module,
+    tok: Any,
+    pairs: list[tuple[str, str]],
+    steps: int,
+    cfg: Config,
+    seed: int,
+    *,
+    desc: str,
+    progress: bool,
+) -> list[dict[str, float]]:
+    """Supervised fine-tuning of a verifier or meta-verifier on (prompt, target) pairs."""
+    lc = cfg.loop
+    opt, sched = make_optimizer(model, lc.judge_sft_lr, warmup_steps=min(20, steps // 5), total_steps=steps)
+    rng = random.Random(seed)
+    logs = []
+    for _ in tqdm(range(steps), desc=desc, disable=not progress):
+        batch = rng.sample(pairs, min(lc.judge_sft_batch_size, len(pairs)))
+        logs.append(
+            sft_step(model, opt, sched, encode_pairs(tok, [p for p, _ in batch], [t for _, t in batch]))
+        )
+    return logs
+
+
+def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
+    """Run (or resume) the loop; returns the summary written to ``summary.json``."""
+    clock = [time.time()]  # wall time not yet added to state["wall"]
+    lc, ckpt = cfg.loop, run_dir / "checkpoints"
+    recover(ckpt / "latest")
+    tok = build_char_tokenizer()
+    if (ckpt / "latest").exists():
+        models, tok, state = load_bundle(ckpt / "latest")
+    else:
+        models = {"generator": build_model(cfg.model, tok, cfg.seed)}
+        state = {"phase": "cold_start", "round": 0, "lines": 0, "figures": {}, "rounds": [], "wall": 0.0}
+        state["auto"] = []  # the latest round's auto-labelled verifier data
+    tracker = Tracker(run_dir, cfg, keep=state["lines"])
+    heldout = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)
+    exclude = set(heldout)
+    figures: dict[str, Any] = state["figures"]
+    generator = models["generator"]
+
+    def save(phase: str, **updates: Any) -> None:
+        """Checkpoint all three models and the state: a killed run resumes at ``phase``."""
+        now = time.time()
+        state.update(phase=phase, lines=tracker.count, wall=state["wall"] + now - clock[0], **updates)
+        clock[0] = now
+        save_bundle(ckpt / "latest", models, tok, state)
+
+    def evaluate() -> dict[str, float]:
+        return evaluate_generator(
+            generator,
+            tok,
+            heldout,
+            max_new_tokens=generator_tokens(cfg),
+            batch_size=cfg.eval_batch_size,
+            solution_of=lambda t: solution_part(cfg, t),
+        )
+
+    def source_for(tag: str) -> ProblemSource:
+        """The RL prompts of one step, keyed by tag (and refill round), never held-out ones."""
+        return lambda rr: train_problems(
+            cfg.task,
+            cfg.rl.prompts_per_step,
+            seed=cfg.seed,
+            tag=tag if rr == 0 else f"{tag}-r{rr}",
+            exclude=exclude,
+        )
+
+    # 1. Generator cold start.
+    if state["phase"] == "cold_start":
+        opt, sched = make_optimizer(
+            generator, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
+        )
+        for step in tqdm(range(cfg.sft.steps), desc="generator cold start (SFT)", disable=not progress):
+            m = sft_step(generator, opt, sched, encode_pairs(tok, *demonstrations(cfg, step, exclude)))
+            tracker.log("sft", step + 1, m)
+        cold = evaluate()
+        figures["cold_start_accuracy"] = cold["accuracy"]
+        tracker.log("eval", 0, cold)
+        models["verifier"] = copy.deepcopy(generator)
+        models["meta"] = copy.deepcopy(generator)
+        save("judges")
+
+    verifier = GenerativeVerifier(models["verifier"], tok, max_new_tokens=lc.judge_max_new_tokens)
+    meta = MetaVerifier(models["meta"], tok, max_new_tokens=8)
+    # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
+    pool_problems = train_problems(cfg.task, lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
+
+    def labelled_pool() -> list[Labelled]:
+        samples = generate_samples(cfg, generator, tok, pool_problems, seed=cfg.seed * 7 + 1)
+        return [truth_labelled(p, s) for p, s in zip(pool_problems, samples, strict=True)]
+
+    def meta_items(items: Sequence[Labelled], seed: int) -> list[MetaItem]:
+        """The verifier's sampled analyses of labelled samples, with their ground-truth meta labels,
+        plus each sample's faithful analysis (so both classes are present from the start)."""
+        analyses = verifier.generate([it.prompt for it in items], greedy=False, seed=seed)
+        out = []
+        for it, text in zip(items, analyses, strict=True):
+            check = check_solution(it.problem, "\n".join(it.steps))
+            verdict = parse_analysis(text, len(it.steps))
+            out.append(MetaItem(it.problem, it.steps, text.strip(), meta_label(verdict, check)))
+            out.append(MetaItem(it.problem, it.steps, it.analysis, 1.0))
+        return out
+
+    # 2. Verifier and meta-verifier cold start on the labelled pool.
+    if state["phase"] == "judges":
+        pool = labelled_pool()
+        pairs = [(it.prompt, it.analysis) for it in pool]
+        for m in judge_sft(
+            verifier.model,
+            tok,
+            pairs,
+            lc.judge_sft_steps,
+            cfg,
+            cfg.seed,
+            desc="verifier cold start",
+            progress=progress,
+        ):
+            tracker.log("verifier_sft", 0, m)
+        items = meta_items(pool, seed=cfg.seed * 7 + 2)
+        pairs = [(it.prompt, format_meta(it.label)) for it in items]
+        for m in judge_sft(
+            meta.model,
+            tok,
+            pairs,
+            lc.judge_sft_steps,
+            cfg,
+            cfg.seed + 1,
+            desc="meta cold start",
+            progress=progress,
+        ):
+            tracker.log("meta_sft", 0, m)
+        save("verifier", round=0)
+
+    # Rewards the judges and the generator are trained with.
+    def verifier_reward_fn(items: list[Labelled], rollout: Rollout) -> Scored:
+        verdicts = [parse_analysis(t, len(it.steps)) for it, t in zip(items, rollout.texts, strict=True)]
+        metas = meta.judge(
+            [meta_prompt(it.problem.prompt, it.steps, t) for it, t in zip(items, rollout.texts, strict=True)]
+        )
+        rewards = [
+            verifier_reward(v.parsed, v.score, it.score, ms)
+            for v, it, (ms, _) in zip(verdicts, items, metas, strict=True)
+        ]
+        return Scored(torch.tensor(rewards), torch.tensor([r == 1.0 for r in rewards]))
+
+    def meta_reward_fn(items: list[MetaItem], rollout: Rollout) -> Scored:
+        judged = [parse_meta(t) for t in rollout.texts]
+        rewards = [meta_verifier_reward(ok, s, it.label) for it, (s, ok) in zip(items, judged, strict=True)]
+        return Scored(torch.tensor(rewards), torch.tensor([r == 1.0 for r in rewards]))
+
+    def generator_reward_fn(problems: list[Problem], rollout: Rollout) -> Scored:
+        mode = cfg.reward.mode
+        solutions = [split_steps(solution_part(cfg, t)) for t in rollout.texts]
+        if mode == "outcome":
+            rewards = outcome_rewards(
+                [check_solution(p, "\n".join(s)) for p, s in zip(problems, solutions, strict=True)]
+            )
+            return Scored(rewards, rewards > 0)
+        verdicts = [
+            parse_analysis(t, len(s))
+            for t, s in zip(
+                verifier.generate(
+                    [verifier_prompt(p.prompt, s) for p, s in zip(problems, solutions, strict=True)]
+                ),
+                solutions,
+                strict=True,
+            )
+        ]
+        judged_right = torch.tensor([v.score == 1.0 for v in verdicts])
+        if mode == "self_verify":
+            rewards = []
+            evaluations = [split_self_evaluation(t)[1] for t in rollout.texts]
+            prompts = [
+                meta_prompt(p.prompt, s, z or "")
+                for p, s, z in zip(problems, solutions, evaluations, strict=True)
+            ]
+            metas = meta.judge(prompts)
+            for v, s, z, (ms, _) in zip(verdicts, solutions, evaluations, metas, strict=True):
+                own = parse_analysis(z, len(s)) if z is not None else None
+                formatted = own is not None and own.parsed
+                rewards.append(
+                    self_verify_reward(
+                        formatted,
+                        v.score,
+                        own.score if own else 0.0,
+                        ms,
+                        alpha=cfg.reward.alpha,
+                        beta=cfg.reward.beta,
+                    )
+                )
+            return Scored(torch.tensor(rewards), judged_right)
+        step_scores = [v.step_scores for v in verdicts]
+        if mode == "mix":
+            outcome = outcome_rewards(
+                [check_solution(p, "\n".join(s)) for p, s in zip(problems, solutions, strict=True)]
+            )
+            step_scores = mix_step_rewards(
+                step_scores, outcome.tolist(), cfg.reward.process_weight, cfg.reward.outcome_weight
+            )
+        return Scored(
+            torch.tensor([sum(s) for s in step_scores]), judged_right, step_rewards(tok, rollout, step_scores)
+        )
+
+    def judge_rl(model: torch.nn.Module, items: Sequence[Any], reward_fn: Any, steps: int, tag: str) -> None:
+        if steps == 0 or not items:
+            return
+        jcfg = dataclasses.replace(
+            cfg.rl,
+            advantage="grpo",
+            policy_loss="ppo_clip",
+            prompts_per_step=lc.judge_prompts_per_step,
+            group_size=lc.judge_group_size,
+            max_new_tokens=lc.judge_max_new_tokens if tag == "verifier" else 8,
+            dynamic_sampling=False,
+            overlong_buffer=0,
+            kl_coef=0.0,
+            value_pretrain_steps=0,
+            pos_lm_coef=0.0,
+        )
+        opt, sched = make_optimizer(model, lc.judge_rl_lr)
+        learner = Learner(model, opt, sched)
+        rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
+        for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
+            batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
+            m = rl_step(learner, tok, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step)
+            tracker.log(f"{tag}_rl", state["round"] * steps + step + 1, m)
+
+    # 3. Rounds.
+    while state["round"] < lc.rounds:
+        r = state["round"]
+        if state["phase"] == "verifier":
+            data: list[Labelled] = (
+                [Labelled(it[0], tuple(it[1]), it[2], it[3]) for it in state["auto"]]
+                if r > 0
+                else labelled_pool()
+            )
+            if r > 0 and data:
+                pairs = [(it.prompt, it.analysis) for it in data]
+                for m in judge_sft(
+                    verifier.model,
+                    tok,
+                    pairs,
+                    lc.auto_sft_steps,
+                    cfg,
+                    cfg.seed + r,
+                    desc=f"round {r}: verifier SFT",
+                    progress=progress,
+                ):
+                    tracker.log("verifier_sft", r, m)
+            judge_rl(verifier.model, data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
+            pool = labelled_pool()  # meta labels come from the labelled seed pool only
+            judge_rl(
+                meta.model,
+                meta_items(pool, seed=cfg.seed * 7 + 3 + r),
+                meta_reward_fn,
+                lc.meta_rl_steps,
+                "meta",
+            )
+            save("generator", step=0)
+        if state["phase"] == "generator":
+            opt, sched = make_optimizer(generator, cfg.rl.lr, warmup_steps=cfg.rl.warmup_steps)
+            learner = Learner(generator, opt, sched)
+            rl = dataclasses.replace(cfg.rl, max_new_tokens=generator_tokens(cfg))
+            if uses_critic(rl):  # PPO/VAPO: a fresh critic from the current policy each round
+                learner.critic = ValueModel.from_policy(generator)
+                learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=rl.critic_lr)
+                for step in tqdm(
+                    range(rl.value_pretrain_steps), desc=f"round {r}: value pretraining", disable=not progress
+                ):
+                    m = value_pretrain_step(
+                        learner,
+                        tok,
+                        rl,
+                        source_for(f"vp-{r}-{step}"),
+                        generator_reward_fn,
+                        cfg.seed * 1_000_003 + step,
+                    )
+                    tracker.log("value_pretrain", r * rl.value_pretrain_steps + step + 1, m)
+            first = r * lc.generator_rl_steps
+            for step in tqdm(
+                range(lc.generator_rl_steps), desc=f"round {r}: generator RL", disable=not progress
+            ):
+                g = first + step
+                m = rl_step(
+                    learner, tok, rl, source_for(f"rl-{g}"), generator_reward_fn, cfg.seed * 1_000_003 + g
+                )
+                tracker.log("rl", g + 1, m)
+                if (step + 1) % cfg.rl.eval_every == 0 and step + 1 < lc.generator_rl_steps:
+                    tracker.log("eval", g + 1, evaluate())
+            save("scaled")
+        if state["phase"] == "scaled":
+            problems = train_problems(
+                cfg.task, lc.scaled_samples, seed=cfg.seed, tag=f"scaled-{r}", exclude=exclude
+            )
+            samples = generate_samples(cfg, generator, tok, problems, seed=cfg.seed * 7 + 100 + r)
+            auto, stats = scaled_verification(
+                cfg, verifier, meta, problems, samples, seed=cfg.seed * 7 + 200 + r
+            )
+            if lc.labels == "truth":
+                auto = [truth_labelled(p, s) for p, s in zip(problems, samples, strict=True)]
+            state["auto"] = [(it.problem, list(it.steps), it.analysis, it.score) for it in auto]
+            state["scaled_stats"] = stats
+            save("eval")
+        if state["phase"] == "eval":
+            figures_r = {
+                "round": r,
+                **state["scaled_stats"],
+                **evaluate_judges(cfg, generator, tok, verifier, meta, heldout),
+            }
+            gen = evaluate()
+            figures_r |= {
+                "generator_accuracy": gen["accuracy"],
+                "valid_solution_rate": gen["valid_solution_rate"],
+            }
+            tracker.log("eval", (r + 1) * lc.generator_rl_steps, gen)
+            tracker.log("round", r + 1, figures_r)
+            state["rounds"].append(figures_r)
+            save("verifier", round=r + 1)
+    final = state["rounds"][-1] if state["rounds"] else {}
+    figures["final_accuracy"] = final.get("generator_accuracy")
+    figures["final_valid_solution_rate"] = final.get("valid_solution_rate")
+    tracker.close()
+    summary = dict(figures)
+    summary["rounds"] = state["rounds"]
+    summary["wall_seconds"] = state["wall"] + time.time() - clock[0]
+    return summary
+
+
+def step_rewards(tok: Any, rollout: Rollout, step_scores: Sequence[Sequence[float]]) -> StepRewards:
+    """Per-step rewards placed on each step's last token (steps = non-empty response lines)."""
+    ends = line_end_tokens(tok, rollout)
+    width = max(1, max(len(s) for s in step_scores))
+    rewards, end, mask = (torch.zeros(len(ends), width) for _ in range(3))
+    for i, (scores, e) in enumerate(zip(step_scores, ends, strict=True)):
+        n = min(len(scores), len(e)) if e else 0
+        if n == 0:  # no steps: the whole response is one step, scored by its (outcome) part
+            last = max(int(rollout.lengths[i].item()) - 1, 0)
+            rewards[i, 0], end[i, 0], mask[i, 0] = (scores[-1] if scores else 0.0), last, 1.0
+            continue
+        rewards[i, :n] = torch.tensor(scores[:n])
+        end[i, :n] = torch.tensor(e[:n], dtype=torch.float)
+        mask[i, :n] = 1.0
+    return StepRewards(rewards, end.long(), mask)
+
+
+def scaled_verification(
+    cfg: Config,
+    verifier: GenerativeVerifier,
+    meta: MetaVerifier,
+    problems: Sequence[Problem],
+    samples: Sequence[tuple[str, ...]],
+    seed: int,
+) -> tuple[list[Labelled], dict[str, float]]:
+    """Auto-label samples (DESIGN §4): n sampled analyses each, m sampled meta-verifications of each
+    analysis that reports an issue, then :func:`scaled_verification_label`. Ground truth is used only
+    to measure the labels (agreement, discard rate), never to make them."""
+    lc = cfg.loop
+    prompts = [verifier_prompt(p.prompt, s) for p, s in zip(problems, samples, strict=True)]
+    texts = verifier.generate([q for q in prompts for _ in range(lc.scaled_n)], greedy=False, seed=seed)
+    analyses = [
+        [parse_analysis(texts[i * lc.scaled_n + j], len(s)) for j in range(lc.scaled_n)]
+        for i, s in enumerate(samples)
+    ]
+    meta_prompts = [
+        meta_prompt(p.prompt, s, a.analysis)
+        for p, s, group in zip(problems, samples, analyses, strict=True)
+        for a in group
+        for _ in range(lc.scaled_m)
+    ]
+    judged = meta.judge(meta_prompts, greedy=False, seed=seed + 1)
+    labelled, agree, kept = [], 0, 0
+    for i, (p, s, group) in enumerate(zip(problems, samples, analyses, strict=True)):
+        base = i * lc.scaled_n * lc.scaled_m
+        metas = [
+            [judged[base + j * lc.scaled_m + q][0] for q in range(lc.scaled_m)] for j in range(lc.scaled_n)
+        ]
+        label = scaled_verification_label(group, metas, lc.scaled_k)
+        if label.score is None:
+            continue
+        kept += 1
+        agree += label.score == true_score(check_solution(p, "\n".join(s)))
+        labelled.append(Labelled(p, s, label.analysis.strip(), label.score))
+    n = len(samples)
+    stats = {
+        "auto_label_agreement": agree / kept if kept else 0.0,
+        "auto_label_discard_rate": 1 - kept / n if n else 0.0,
+        "auto_labels": float(kept),
+    }
+    return labelled, stats
+
+
+def evaluate_judges(
+    cfg: Config,
+    generator: torch.nn.Module,
+    tok: Any,
+    verifier: GenerativeVerifier,
+    meta: MetaVerifier,
+    heldout: Sequence[Problem],
+) -> dict[str, float]:
+    """Verifier earliest-error F1 and meta-verifier accuracy on held-out generator samples, and the
+    reward-hacking signal: mean verifier score minus mean true score of the same samples."""
+    problems = list(heldout[: cfg.loop.eval_samples])
+    samples = generate_samples(cfg, generator, tok, problems, seed=cfg.seed * 7 + 999)
+    prompts = [verifier_prompt(p.prompt, s) for p, s in zip(problems, samples, strict=True)]
+    texts = verifier.generate(prompts)
+    verdicts = [parse_analysis(t, len(s)) for t, s in zip(texts, samples, strict=True)]
+    checks = [check_solution(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
+    pb = processbench_metrics([v.earliest_error for v in verdicts], [c.earliest_error for c in checks])
+    judged = meta.judge(
+        [meta_prompt(p.prompt, s, t) for p, s, t in zip(problems, samples, texts, strict=True)]
+    )
+    meta_acc = sum(ms == meta_label(v, c) for (ms, _), v, c in zip(judged, verdicts, checks, strict=True))
+    n = len(samples)
+    return {
+        "verifier_f1": pb["f1"] if pb["f1"] is not None else float("nan"),
+        "verifier_acc_err": pb["acc_err"] if pb["acc_err"] is not None else float("nan"),
+        "verifier_acc_corr": pb["acc_corr"] if pb["acc_corr"] is not None else float("nan"),
+        "verifier_parse_rate": sum(v.parsed for v in verdicts) / n,
+        "meta_accuracy": meta_acc / n,
+        "sample_true_score": sum(true_score(c) for c in checks) / n,
+        "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(true_score(c) for c in checks)) / n,
+    }

@@ -1,0 +1,252 @@
+"""Generative verifier and meta-verifier (DeepSeekMath-V2, 2025): text formats, parsers, labels.
+
+Both are causal LMs that continue a prompt. The formats are plain text a character model can write.
+
+**Verifier.** Prompt: the problem prompt, the solution's steps one per line, then ``#V``::
+
+    Q:5-7-6
+    5-7=-2
+    -2-6=-9
+    A:-9
+    #V
+
+Output (the analysis): one line per judged step, the step *as it should read* followed by `` +`` when
+the given step is right or `` -`` when it is wrong; judging stops at the first ``-``. A last line
+``S:<score>`` gives the overall score: 1 (every step right), 0.5 (a step is wrong but the stated answer
+is right: a lucky or unshown answer), 0 (the answer is wrong)::
+
+    5-7=-2 +
+    -2-6=-8 -
+    S:0
+
+A line that should not be there (after the answer) reads ``. -``. Judging by re-deriving each step
+and comparing is what a solver does when it checks work; the expected line names the issue exactly.
+
+**Meta-verifier.** Prompt: the verifier prompt, the analysis, then ``#M``; output ``M:<score>``: 1 when
+the analysis is faithful (it names the real earliest wrong step, or none when there is none, and its
+score is the true score), 0.5 when one of the two is right, 0 when neither is or it is unparsable.
+
+Parsing is strict (regular expressions over bounded lines); unparsable output gets ``parsed=False``,
+which is R_format = 0 in the rewards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from selfverify.io import atomic_write_json
+from selfverify.models import load_pretrained, save_pretrained
+from selfverify.rollout import sample
+from selfverify.tasks import Problem, StepCheck, check_solution
+from verifiers.base import Verdict, VerifyInput
+
+VERIFY_TAG = "#V"
+META_TAG = "#M"
+SCORES = (0.0, 0.5, 1.0)
+_SCORE = r"(0|0\.5|1)"
+_MARK_RE = re.compile(r"^(\S{1,40}) ([+-])$")
+_SCORE_RE = re.compile(rf"^S:{_SCORE}$")
+_META_RE = re.compile(rf"^M:{_SCORE}$")
+NOTHING = "."  # the expected text of a line that should not exist
+
+
+def verifier_prompt(problem_prompt: str, steps: Sequence[str]) -> str:
+    """``Q:...`` + the steps + ``#V``; newlines inside a step become spaces (one line per step)."""
+    body = "".join(" ".join(s.split()) + "\n" for s in steps)
+    return problem_prompt.rstrip("\n") + "\n" + body + VERIFY_TAG + "\n"
+
+
+def meta_prompt(problem_prompt: str, steps: Sequence[str], analysis: str) -> str:
+    return verifier_prompt(problem_prompt, steps) + analysis.strip() + "\n" + META_TAG + "\n"
+
+
+def true_score(check: StepCheck) -> float:
+    """The label on DeepSeekMath-V2's {0, 0.5, 1} scale (see the module docstring)."""
+    if check.all_steps_valid:
+        return 1.0
+    return 0.5 if check.correct else 0.0
+
+
+def expected_lines(problem: Problem, n_steps: int) -> list[str]:
+    """What each of ``n_steps`` lines should read. Only lines up to the earliest wrong one are ever
+    judged, and every line before it is right, so this is the reference solution, then ``.``."""
+    reference = problem.reference_solution().splitlines()
+    return (reference + [NOTHING] * n_steps)[:n_steps]
+
+
+def reference_analysis(problem: Problem, steps: Sequence[str]) -> str:
+    """The faithful analysis of a solution, from the ground-truth checker."""
+    check = check_solution(problem, "\n".join(steps))
+    expected = expected_lines(problem, len(check.steps))
+    last = check.earliest_error if check.earliest_error >= 0 else len(check.steps) - 1
+    lines = [
+        f"{expected[i]} {'-' if i == check.earliest_error else '+'}"
+        for i in range(min(last + 1, len(check.steps)))
+    ]
+    return "\n".join([*lines, f"S:{_fmt(true_score(check))}"])
+
+
+def _fmt(score: float) -> str:
+    return "0.5" if score == 0.5 else str(int(score))
+
+
+def parse_analysis(text: str, n_steps: int) -> Verdict:
+    """An analysis -> Verdict. Judged steps score 1 (``+``) or 0 (``-``); steps after the first wrong
+    one score 0 (they build on it). Unparsable text: ``parsed=False``, every step 0, score 0."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    failed = Verdict([0.0] * n_steps, 0, 0.0, text, parsed=False)
+    if not lines or (m := _SCORE_RE.match(lines[-1])) is None:
+        return failed
+    score = float(m.group(1))
+    marks = []
+    for line in lines[:-1]:
+        if (mark := _MARK_RE.match(line)) is None:
+            return failed
+        marks.append(mark.group(2))
+    wrong = marks.index("-") if "-" in marks else -1
+    complete = len(marks) == wrong + 1 if wrong >= 0 else len(marks) == n_steps
+    if not complete or len(marks) > n_steps:
+        return failed
+    scores = [1.0 if i < wrong or wrong == -1 else 0.0 for i in range(n_steps)]
+    return Verdict(scores, wrong if n_steps else 0, score, text)  # no steps: wrong at step 0
+
+
+def meta_label(analysis: Verdict, check: StepCheck) -> float:
+    """Is the analysis faithful to the truth (see the module docstring)?"""
+    if not analysis.parsed:
+        return 0.0
+    right = (analysis.earliest_error == check.earliest_error) + (analysis.score == true_score(check))
+    return right / 2
+
+
+def parse_meta(text: str) -> tuple[float, bool]:
+    """Meta-verifier output -> (score, parsed); unparsable output scores 0."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    m = _META_RE.match(lines[0]) if lines else None
+    return (float(m.group(1)), True) if m else (0.0, False)
+
+
+def format_meta(score: float) -> str:
+    return f"M:{_fmt(score)}"
+
+
+def split_self_evaluation(response: str) -> tuple[str, str | None]:
+    """A self-verifying generator writes its solution, ``#V``, then an analysis of it:
+    returns (solution, analysis), analysis None when the separator is missing."""
+    solution, sep, analysis = response.partition(VERIFY_TAG)
+    return (solution.strip(), analysis.strip()) if sep else (response.strip(), None)
+
+
+@dataclass(frozen=True)
+class ScaledLabel:
+    """Outcome of scaled verification for one solution: a score label, or discarded (None)."""
+
+    score: float | None
+    analysis: str | None  # the analysis that carries the label (verifier training target)
+
+
+def scaled_verification_label(
+    analyses: Sequence[Verdict], meta_scores: Sequence[Sequence[float]], k: int
+) -> ScaledLabel:
+    """DeepSeekMath-V2's auto-labelling rule (DESIGN §4).
+
+    ``analyses``: n independent verifier analyses of one solution; ``meta_scores[i]``: m meta-verifier
+    scores of analysis i. An analysis that reports an issue (score < 1) is *valid* when a strict
+    majority of its meta scores confirm it (score 1). If no analysis reports an issue the label is 1;
+    if at least ``k`` valid analyses agree on the lowest score among the valid ones, that score is the
+    label; otherwise the solution is discarded. Unparsable analyses are ignored.
+    """
+    parsed = [(a, ms) for a, ms in zip(analyses, meta_scores, strict=True) if a.parsed]
+    issues = [(a, ms) for a, ms in parsed if a.score < 1.0]
+    if parsed and not issues:
+        return ScaledLabel(1.0, parsed[0][0].analysis)
+    valid = [a for a, ms in issues if sum(s == 1.0 for s in ms) * 2 > len(ms)]
+    if not valid:
+        return ScaledLabel(None, None)
+    lowest = min(a.score for a in valid)
+    agreeing = [a for a in valid if a.score == lowest]
+    return ScaledLabel(lowest, agreeing[0].analysis) if len(agreeing) >= k else ScaledLabel(None, None)
+
+
+def problem_prompt(problem: str) -> str:
+    """A problem as the prompts show it (``Q:`` framing, one line)."""
+    text = " ".join(problem.split())
+    return (text if text.startswith("Q:") else "Q:" + text) + "\n"
+
+
+@dataclass
+class LMJudge:
+    """A causal LM that continues verifier or meta-verifier prompts, batched."""
+
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    max_new_tokens: int = 80
+    batch_size: int = 256
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        greedy: bool = True,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[str]:
+        texts: list[str] = []
+        for i in range(0, len(prompts), self.batch_size):
+            out = sample(
+                self.model,
+                self.tokenizer,
+                list(prompts[i : i + self.batch_size]),
+                max_new_tokens=self.max_new_tokens,
+                greedy=greedy,
+                temperature=temperature,
+                seed=None if seed is None else seed + i,
+            )
+            texts.extend(out.texts)
+        return texts
+
+
+class GenerativeVerifier(LMJudge):
+    """The verifier interface over an LM that writes analyses in this module's format."""
+
+    name = "generative"
+    kind = "generative"
+
+    def verify_batch(self, items: Sequence[VerifyInput]) -> list[Verdict]:
+        prompts = [verifier_prompt(problem_prompt(it.problem), it.steps) for it in items]
+        return [parse_analysis(t, len(it.steps)) for t, it in zip(self.generate(prompts), items, strict=True)]
+
+    def save(self, path: Path) -> None:
+        """An HF model directory plus ``verifier.json``; ``load_verifier(path)`` reads it back."""
+        save_pretrained(self.model, self.tokenizer, path)
+        manifest = {"kind": self.kind, "max_new_tokens": self.max_new_tokens, "format_version": 1}
+        atomic_write_json(path / "verifier.json", manifest)
+
+    @classmethod
+    def from_pretrained(cls, path: Path, **kwargs: object) -> GenerativeVerifier:
+        model, tokenizer = load_pretrained(path)
+        manifest = json.loads((Path(path) / "verifier.json").read_text())
+        return cls(model, tokenizer, max_new_tokens=manifest.get("max_new_tokens", 80), **kwargs)
+
+
+class MetaVerifier(LMJudge):
+    """Scores whether an analysis of a solution is faithful: ``M:<score>``."""
+
+    def judge(
+        self,
+        prompts: Sequence[str],
+        *,
+        greedy: bool = True,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[tuple[float, bool]]:
+        return [
+            parse_meta(t) for t in self.generate(prompts, greedy=greedy, temperature=temperature, seed=seed)
+        ]
