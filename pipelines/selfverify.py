@@ -69,6 +69,7 @@ from verifiers.generative import (
     scaled_verification_label,
     split_self_evaluation,
     true_score,
+    unfaithful_analysis,
     verifier_prompt,
 )
 from verifiers.metrics import processbench_metrics
@@ -226,15 +227,16 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         return [truth_labelled(p, s) for p, s in zip(pool_problems, samples, strict=True)]
 
     def meta_items(items: Sequence[Labelled], seed: int) -> list[MetaItem]:
-        """The verifier's sampled analyses of labelled samples, with their ground-truth meta labels,
-        plus each sample's faithful analysis (so both classes are present from the start)."""
+        """Per labelled sample: the verifier's sampled analysis, the faithful analysis and an unfaithful
+        one, each with its ground-truth meta label (all three classes present from the start)."""
         analyses = verifier.generate([it.prompt for it in items], greedy=False, seed=seed)
+        rng = random.Random(seed)
         out = []
         for it, text in zip(items, analyses, strict=True):
             check = check_solution(it.problem, "\n".join(it.steps))
-            verdict = parse_analysis(text, len(it.steps))
-            out.append(MetaItem(it.problem, it.steps, text.strip(), meta_label(verdict, check)))
-            out.append(MetaItem(it.problem, it.steps, it.analysis, 1.0))
+            for analysis in (text.strip(), it.analysis, unfaithful_analysis(it.problem, it.steps, rng)):
+                verdict = parse_analysis(analysis, len(it.steps))
+                out.append(MetaItem(it.problem, it.steps, analysis, meta_label(verdict, check)))
         return out
 
     # 2. Verifier and meta-verifier cold start on the labelled pool.
@@ -361,7 +363,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             m = rl_step(learner, tok, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step)
             tracker.log(f"{tag}_rl", state["round"] * steps + step + 1, m)
 
-    # 3. Rounds.
+    # 3. Rounds. The generator's rl.steps are split evenly over them.
+    per_round = cfg.rl.steps // lc.rounds
     while state["round"] < lc.rounds:
         r = state["round"]
         if state["phase"] == "verifier":
@@ -412,16 +415,14 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                         cfg.seed * 1_000_003 + step,
                     )
                     tracker.log("value_pretrain", r * rl.value_pretrain_steps + step + 1, m)
-            first = r * lc.generator_rl_steps
-            for step in tqdm(
-                range(lc.generator_rl_steps), desc=f"round {r}: generator RL", disable=not progress
-            ):
+            first = r * per_round
+            for step in tqdm(range(per_round), desc=f"round {r}: generator RL", disable=not progress):
                 g = first + step
                 m = rl_step(
                     learner, tok, rl, source_for(f"rl-{g}"), generator_reward_fn, cfg.seed * 1_000_003 + g
                 )
                 tracker.log("rl", g + 1, m)
-                if (step + 1) % cfg.rl.eval_every == 0 and step + 1 < lc.generator_rl_steps:
+                if (step + 1) % cfg.rl.eval_every == 0 and step + 1 < per_round:
                     tracker.log("eval", g + 1, evaluate())
             save("scaled")
         if state["phase"] == "scaled":
@@ -448,7 +449,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 "generator_accuracy": gen["accuracy"],
                 "valid_solution_rate": gen["valid_solution_rate"],
             }
-            tracker.log("eval", (r + 1) * lc.generator_rl_steps, gen)
+            tracker.log("eval", (r + 1) * per_round, gen)
             tracker.log("round", r + 1, figures_r)
             state["rounds"].append(figures_r)
             save("verifier", round=r + 1)
@@ -547,10 +548,10 @@ def evaluate_judges(
     )
     meta_acc = sum(ms == meta_label(v, c) for (ms, _), v, c in zip(judged, verdicts, checks, strict=True))
     n = len(samples)
-    return {
-        "verifier_f1": pb["f1"] if pb["f1"] is not None else float("nan"),
-        "verifier_acc_err": pb["acc_err"] if pb["acc_err"] is not None else float("nan"),
-        "verifier_acc_corr": pb["acc_corr"] if pb["acc_corr"] is not None else float("nan"),
+    return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
+        "verifier_f1": pb["f1"],
+        "verifier_acc_err": pb["acc_err"],
+        "verifier_acc_corr": pb["acc_corr"],
         "verifier_parse_rate": sum(v.parsed for v in verdicts) / n,
         "meta_accuracy": meta_acc / n,
         "sample_true_score": sum(true_score(c) for c in checks) / n,

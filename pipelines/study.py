@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -41,6 +41,9 @@ class ArmResult:
     steps_to_threshold: list[int | None]
     walls: list[float]
     curves: list[tuple[list[int], list[float]]]  # (RL step, held-out accuracy) per seed
+    # Self-verification runs: last round's verifier F1 and verifier-minus-truth score gap per seed.
+    verifier_f1: list[float | None] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
 
 
 def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
@@ -68,13 +71,19 @@ def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
         res.walls.append(summary["wall_seconds"])
         res.curves.append(curve)
         res.steps_to_threshold.append(steps_to(curve, threshold))
+        if summary.get("rounds"):
+            res.verifier_f1.append(summary["rounds"][-1]["verifier_f1"])
+            res.gaps.append(summary["rounds"][-1]["reward_hacking_gap"])
     return res
 
 
 def markdown_table(results: list[ArmResult], threshold: float) -> str:
+    """One row per arm; self-verification arms add the verifier's F1 and its score gap to truth."""
+    loop = any(r.gaps for r in results)
+    extra = " verifier F1 | verifier − truth |" if loop else ""
     head = (
         f"| arm | seeds | cold start | final accuracy (mean ± 95% CI) | gain | steps to {threshold:.0%} "
-        "(reached/seeds) | wall s |\n|---|---|---|---|---|---|---|\n"
+        f"(reached/seeds) | wall s |{extra}\n|---|---|---|---|---|---|---|{'---|---|' if loop else ''}\n"
     )
     rows = []
     for r in results:
@@ -88,9 +97,17 @@ def markdown_table(results: list[ArmResult], threshold: float) -> str:
         )
         rows.append(
             f"| {r.name} | {len(r.finals)} | {cold:.3f} | {final:.3f} ± {ci:.3f} | {final - cold:+.3f} | "
-            f"{steps} | {np.mean(r.walls):.0f} |"
+            f"{steps} | {np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
         )
     return head + "\n".join(rows) + "\n"
+
+
+def _loop_columns(r: ArmResult) -> str:
+    if not r.gaps:
+        return " — | — |"
+    f1 = [f for f in r.verifier_f1 if f is not None]
+    f1_text = f"{np.mean(f1):.3f}" if f1 else "—"
+    return f" {f1_text} | {np.mean(r.gaps):+.3f} |"
 
 
 def plot_study(results: list[ArmResult], path: Path) -> None:

@@ -109,13 +109,12 @@ class RoundsConfig:
     judge_sft_lr: float = 1e-3
     judge_pool: int = 2048  # generator samples labelled for the judges' cold start
     judge_max_new_tokens: int = 80
-    # Per round.
+    # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
     meta_rl_steps: int = 10
     judge_prompts_per_step: int = 16
     judge_group_size: int = 4
     judge_rl_lr: float = 1e-5
-    generator_rl_steps: int = 100  # per round; rl.* configures the objective
     # Scaled verification (DeepSeekMath-V2): n analyses per sample, m meta-verifications per analysis
     # that reports an issue, k valid analyses must agree on the lowest score.
     scaled_samples: int = 256

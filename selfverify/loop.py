@@ -48,7 +48,20 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary.items():
-        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+        if not isinstance(value, list):
+            table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    return table
+
+
+def rounds_table(rounds: list[dict[str, Any]]) -> Table:
+    """One column per self-verification round."""
+    table = Table(title="self-verification rounds (measured against ground truth)")
+    table.add_column("metric")
+    for r in rounds:
+        table.add_column(f"round {r['round']}", justify="right")
+    for key in rounds[0]:
+        if key != "round":
+            table.add_row(key, *(f"{r[key]:.3g}" if r[key] is not None else "—" for r in rounds))
     return table
 
 
@@ -82,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(run_dir / "summary.json", summary)
     plot_curves(read_metrics(run_dir), run_dir / "curves.png")
     Console().print(summary_table(summary))
+    if summary.get("rounds"):
+        Console().print(rounds_table(summary["rounds"]))
     console.print(f"results: {run_dir}/summary.json, {run_dir}/curves.png, {run_dir}/metrics.jsonl")
     return 0
 

@@ -15,7 +15,8 @@ def plot_curves(records: list[dict], path: Path) -> None:
     sft = [r for r in records if r["phase"] == "sft"]
     rl = [r for r in records if r["phase"] == "rl"]
     ev = [r for r in records if r["phase"] == "eval"]
-    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
+    rounds = [r for r in records if r["phase"] == "round"]
+    fig, axes = plt.subplots(1, 5 if rounds else 4, figsize=(22.5 if rounds else 18, 3.8))
     axes[0].plot([r["step"] for r in sft], [r["loss"] for r in sft], color="tab:gray")
     axes[0].set(title="Cold start: SFT loss", xlabel="SFT step", ylabel="NLL / token")
     axes[1].plot(
@@ -44,6 +45,8 @@ def plot_curves(records: list[dict], path: Path) -> None:
         )
     axes[3].set(title="Held-out greedy accuracy", xlabel="RL step", ylim=(-0.02, 1.02))
     axes[3].legend(loc="lower right")
+    if rounds:
+        plot_rounds(axes[4], rounds)
     for ax in axes:
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -52,3 +55,26 @@ def plot_curves(records: list[dict], path: Path) -> None:
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     tmp.replace(path)
+
+
+ROUND_SERIES = {
+    "generator_accuracy": "generator accuracy",
+    "verifier_f1": "verifier F1",
+    "meta_accuracy": "meta-verifier accuracy",
+    "auto_label_agreement": "auto-label agreement",
+    "auto_label_discard_rate": "auto-label discard rate",
+    "reward_hacking_gap": "verifier score − truth",
+}
+
+
+def plot_rounds(ax: plt.Axes, rounds: list[dict]) -> None:
+    """The self-verification loop's per-round figures, all measured against ground truth."""
+    x = [r["step"] for r in rounds]
+    for key, label in ROUND_SERIES.items():
+        ax.plot(
+            x, [r.get(key) if r.get(key) is not None else float("nan") for r in rounds], "o-", label=label
+        )
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set(title="Self-verification rounds (vs ground truth)", xlabel="round", ylim=(-0.52, 1.02))
+    ax.set_xticks(x)
+    ax.legend(fontsize=7, loc="lower left")

@@ -33,6 +33,7 @@ which is R_format = 0 in the rewards.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,13 +85,30 @@ def expected_lines(problem: Problem, n_steps: int) -> list[str]:
 def reference_analysis(problem: Problem, steps: Sequence[str]) -> str:
     """The faithful analysis of a solution, from the ground-truth checker."""
     check = check_solution(problem, "\n".join(steps))
-    expected = expected_lines(problem, len(check.steps))
-    last = check.earliest_error if check.earliest_error >= 0 else len(check.steps) - 1
-    lines = [
-        f"{expected[i]} {'-' if i == check.earliest_error else '+'}"
-        for i in range(min(last + 1, len(check.steps)))
-    ]
-    return "\n".join([*lines, f"S:{_fmt(true_score(check))}"])
+    return analysis_text(problem, len(check.steps), check.earliest_error, true_score(check))
+
+
+def analysis_text(problem: Problem, n_steps: int, earliest_error: int, score: float) -> str:
+    """An analysis in this module's format claiming ``earliest_error`` and ``score`` (the expected
+    lines are the reference's)."""
+    expected = expected_lines(problem, n_steps)
+    last = earliest_error if earliest_error >= 0 else n_steps - 1
+    marks = [f"{expected[i]} {'-' if i == earliest_error else '+'}" for i in range(min(last + 1, n_steps))]
+    return "\n".join([*marks, f"S:{_fmt(score)}"])
+
+
+def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Random) -> str:
+    """A well-formed analysis that misjudges the solution: it names another earliest wrong step (or
+    none), gives another score, or both (meta-verifier training negatives)."""
+    check = check_solution(problem, "\n".join(steps))
+    n = len(check.steps)
+    error, score = check.earliest_error, true_score(check)
+    kind = rng.choice(("step", "score", "both")) if n else "score"
+    if kind in ("step", "both"):
+        error = rng.choice([i for i in range(-1, n) if i != error])
+    if kind in ("score", "both"):
+        score = rng.choice([s for s in SCORES if s != score])
+    return analysis_text(problem, n, error, score)
 
 
 def _fmt(score: float) -> str:
