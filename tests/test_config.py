@@ -54,3 +54,25 @@ def test_cli_refuses_to_mix_configs_in_one_run_dir(tmp_path, capsys):
     (run_dir / "config.yaml").write_text("seed: 99\n")
     assert main(["--run-dir", str(run_dir), "seed=1"]) == 2
     assert "different configuration" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["reward.mode=bogus"], "reward.mode"),
+        (["pipeline=selfverify", "reward.mode=bogus"], "reward.mode"),
+        (["loop.labels=x"], "loop.labels"),
+        (["pipeline=rl", "reward.mode=process"], "reward.mode"),
+        (["pipeline=rl", "reward.mode=self_verify"], "reward.mode"),
+    ],
+)
+def test_reward_mode_and_labels_are_checked(overrides, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config(None, overrides)
+
+
+def test_selfverify_pipeline_takes_verifier_reward_modes():
+    for mode in ("outcome", "process", "self_verify", "mix"):
+        cfg = load_config(None, ["pipeline=selfverify", f"reward.mode={mode}"])
+        assert cfg.pipeline == "selfverify" and cfg.reward.mode == mode
+    assert load_config(None, ["pipeline=selfverify", "loop.labels=truth"]).loop.labels == "truth"

@@ -1,15 +1,29 @@
 """The RL step's wiring: micro-batch invariance of the update, dynamic sampling, reward placement."""
 
 import copy
+import functools
 
+import pytest
 import torch
 
+import selfverify.rl as rl_module
+from pipelines.selfverify import step_rewards
+from selfverify.algos import gae_advantages, get_advantage_estimator
 from selfverify.config import RLConfig
+from selfverify.critic import ValueModel
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
-from selfverify.rl import Learner, collect, terminal_token_rewards
-from selfverify.rollout import response_logprobs, sample
-from selfverify.tasks import Problem
-from selfverify.trainer import make_optimizer, policy_update
+from selfverify.rl import (
+    Learner,
+    Scored,
+    StepRewards,
+    collect,
+    concat_step_rewards,
+    rl_step,
+    terminal_token_rewards,
+)
+from selfverify.rollout import encode_pairs, line_end_tokens, response_logprobs, sample
+from selfverify.tasks import Problem, split_steps
+from selfverify.trainer import make_optimizer, policy_update, sft_step
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 PROBLEMS = [Problem(i + 1, (("+", 2), ("-", 3))) for i in range(6)]
@@ -81,3 +95,174 @@ def test_terminal_rewards_sit_on_the_last_response_token():
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
     out = terminal_token_rewards(torch.tensor([2.0, -1.0]), mask)
     assert out.tolist() == [[0.0, 0.0, 2.0, 0.0], [-1.0, 0.0, 0.0, 0.0]]
+
+
+# --- process rewards: steps are response lines, each step's reward on its last token ------------------
+
+
+def test_line_end_tokens_on_encoded_pairs():
+    tok = build_char_tokenizer()
+    responses = ["1+2=3\nA:3", "ab\n\ncd\n", "", "  \nx", " a \n", "A:1"]
+    rollout = encode_pairs(tok, ["Q:1+2\n"] * len(responses), responses)
+    # One token per character, then end-of-sequence: "1+2=3" 0-4, "\n" 5, "A:3" 6-8, eos 9.
+    assert line_end_tokens(tok, rollout) == [[5, 9], [2, 6], [], [4], [3], [3]]
+    for ends, text in zip(line_end_tokens(tok, rollout), responses, strict=True):
+        assert len(ends) == len(split_steps(text))
+
+
+def test_line_end_tokens_without_eos_end_at_the_last_token():
+    tok = build_char_tokenizer()
+    rollout = encode_pairs(tok, ["Q:1\n", "Q:1\n"], ["a\nbc", "a\n"])
+    rollout.response_mask[0, -1] = 0.0  # drop the eos: as if truncated after "bc"
+    rollout.response_mask[1, 2:] = 0.0  # ... and after "a\n"
+    assert line_end_tokens(tok, rollout) == [[1, 3], [1]]
+
+
+def test_step_rewards_placement():
+    tok = build_char_tokenizer()
+    rollout = encode_pairs(tok, ["Q:1+2\n"] * 3, ["1+2=3\nA:3", "", "xy"])
+    out = step_rewards(tok, rollout, [[1.0, 0.5], [0.75], [0.0]])
+    assert out.rewards.tolist() == [[1.0, 0.5], [0.75, 0.0], [0.0, 0.0]]
+    assert out.end.tolist() == [[5, 9], [0, 0], [2, 0]]  # "" is its eos alone; "xy" ends at its eos
+    assert out.mask.tolist() == [[1.0, 1.0], [1.0, 0.0], [1.0, 0.0]]
+    no_steps = step_rewards(tok, rollout.select(slice(1, 2)), [[]])
+    assert (no_steps.rewards.tolist(), no_steps.end.tolist(), no_steps.mask.tolist()) == (
+        [[0.0]],
+        [[0]],
+        [[1.0]],
+    )
+
+
+def test_concat_step_rewards_pads():
+    a = StepRewards(torch.tensor([[1.0]]), torch.tensor([[4]]), torch.tensor([[1.0]]))
+    b = StepRewards(
+        torch.tensor([[0.5, 0.25, 2.0], [1.0, 0.0, 0.0]]),
+        torch.tensor([[1, 3, 6], [2, 0, 0]]),
+        torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]]),
+    )
+    out = concat_step_rewards([a, b])
+    assert out.rewards.tolist() == [[1.0, 0.0, 0.0], [0.5, 0.25, 2.0], [1.0, 0.0, 0.0]]
+    assert out.end.tolist() == [[4, 0, 0], [1, 3, 6], [2, 0, 0]] and out.end.dtype == torch.long
+    assert out.mask.tolist() == [[1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]]
+    assert all(torch.equal(x, y) for x, y in zip(concat_step_rewards([a]), a, strict=True))
+
+
+@functools.cache
+def _multiline_state() -> dict[str, torch.Tensor]:
+    """A tiny model briefly fitted to reference solutions, so its samples have several lines."""
+    tok = build_char_tokenizer()
+    model = build_model(SPEC, tok, seed=0)
+    opt, sched = make_optimizer(model, 1e-2)
+    batch = encode_pairs(tok, [p.prompt for p in PROBLEMS], [p.reference_solution() for p in PROBLEMS])
+    for _ in range(40):
+        sft_step(model, opt, sched, batch)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _multiline_model(tok):
+    model = build_model(SPEC, tok, seed=0)
+    model.load_state_dict(_multiline_state())
+    return model
+
+
+class _Spy:
+    """Records what rl_step hands the advantage estimators; the real estimators do the work."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __call__(self, name):
+        real = get_advantage_estimator(name)
+
+        def run(*args, **kwargs):
+            self.calls.append((name, args, kwargs))
+            return real(*args, **kwargs)
+
+        return run
+
+
+def _process_reward_fn(tok, seen):
+    """Step k of response i scores (i + k) % 2, so a group's step rewards vary."""
+
+    def reward_fn(problems, rollout):
+        lines = [split_steps(t) for t in rollout.texts]
+        scores = [[float((i + k) % 2) for k in range(len(s))] for i, s in enumerate(lines)]
+        steps = step_rewards(tok, rollout, scores)
+        seen.append((rollout, steps))
+        rewards = torch.tensor([sum(s) for s in scores])
+        return Scored(rewards, rewards > 0, steps)
+
+    return reward_fn
+
+
+def _process_step(monkeypatch, **overrides):
+    tok = build_char_tokenizer()
+    model = _multiline_model(tok)
+    cfg = RLConfig(prompts_per_step=2, group_size=4, max_new_tokens=16, lr=1e-2, **overrides)
+    learner = Learner(model, *make_optimizer(model, cfg.lr))
+    if cfg.advantage == "gae":
+        learner.critic = ValueModel.from_policy(model)
+        learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=1e-2)
+    spy, seen = _Spy(), []
+    monkeypatch.setattr(rl_module, "get_advantage_estimator", spy)
+    before = [p.detach().clone() for p in model.parameters()]
+    critic_before = [p.detach().clone() for p in learner.critic.parameters()] if learner.critic else []
+    metrics = rl_step(learner, tok, cfg, lambda r: PROBLEMS[:2], _process_reward_fn(tok, seen), seed=0)
+    assert len(seen) == 1
+    rollout, steps = seen[0]
+    assert int(steps.mask.sum(-1).max()) > 1  # some response has several steps
+    assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert changed
+    if learner.critic is not None:
+        assert any(
+            not torch.equal(a, b) for a, b in zip(critic_before, learner.critic.parameters(), strict=True)
+        )
+    return metrics, spy.calls, rollout, steps
+
+
+def test_rl_step_process_rewards_use_grpo_process(monkeypatch):
+    metrics, calls, rollout, steps = _process_step(monkeypatch, advantage="grpo")
+    assert [name for name, _, _ in calls] == ["grpo_process"]
+    _, args, kwargs = calls[0]
+    for got, want in zip(args, steps, strict=True):
+        assert torch.equal(got, want)
+    assert torch.equal(kwargs["response_mask"], rollout.response_mask)
+    assert kwargs["group_ids"].tolist() == [0] * 4 + [1] * 4
+    assert metrics["reward"] == pytest.approx(steps.rewards.sum(-1).mean().item())
+
+
+def test_rl_step_process_rewards_with_a_critic(monkeypatch):
+    gae_calls = []
+
+    def gae_spy(token_rewards, values, mask, **kwargs):
+        gae_calls.append(token_rewards.clone())
+        return gae_advantages(token_rewards, values, mask, **kwargs)
+
+    monkeypatch.setattr(rl_module, "gae_advantages", gae_spy)
+    metrics, calls, rollout, steps = _process_step(monkeypatch, advantage="gae")
+    assert calls == []  # GAE reads the step rewards as token rewards: no group estimator
+    assert {"value_explained_variance", "value_loss"} <= set(metrics)
+    expected = torch.zeros_like(rollout.response_mask)
+    for i in range(len(rollout.texts)):
+        for k in range(int(steps.mask[i].sum())):
+            expected[i, steps.end[i, k]] += steps.rewards[i, k]
+    assert len(gae_calls) == 2  # the policy's advantages and the critic's returns
+    for token_rewards in gae_calls:
+        torch.testing.assert_close(token_rewards, expected)
+
+
+def test_rl_step_overlong_penalty_lands_on_the_last_step(monkeypatch):
+    max_new, buffer = 16, 8
+    _, calls, rollout, steps = _process_step(monkeypatch, advantage="grpo", overlong_buffer=buffer)
+    ((name, args, _),) = calls
+    assert name == "grpo_process"
+    shaped, end, mask = args
+    lengths = rollout.response_mask.sum(-1).tolist()
+    penalty = [min(0.0, max(-1.0, ((max_new - buffer) - n) / buffer)) for n in lengths]
+    assert any(p < 0 for p in penalty)
+    expected = steps.rewards.clone()
+    for i, n_steps in enumerate(steps.mask.sum(-1).long().tolist()):
+        expected[i, n_steps - 1] += penalty[i]
+    torch.testing.assert_close(shaped, expected)
+    assert torch.equal(end, steps.end) and torch.equal(mask, steps.mask)

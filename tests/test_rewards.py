@@ -1,0 +1,76 @@
+"""DeepSeekMath-V2 rewards and the process/outcome mix, hand-computed."""
+
+import pytest
+
+from selfverify.rewards import (
+    SELF_VERIFY_ALPHA,
+    SELF_VERIFY_BETA,
+    meta_verifier_reward,
+    mix_step_rewards,
+    outcome_rewards,
+    score_reward,
+    self_verify_reward,
+    verifier_reward,
+)
+from selfverify.tasks import Problem, check_solution
+
+
+def test_outcome_rewards() -> None:
+    p = Problem(5, (("-", 7), ("-", 6)))  # answer -8
+    checks = [check_solution(p, s) for s in ("5-7=-2\n-2-6=-8\nA:-8", "A:-8", "A:-9", "")]
+    assert outcome_rewards(checks).tolist() == [1.0, 1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("predicted", "label", "expected"),
+    [(1.0, 1.0, 1.0), (0.5, 1.0, 0.5), (0.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.5, 0.5, 1.0)],
+)
+def test_score_reward(predicted: float, label: float, expected: float) -> None:
+    assert score_reward(predicted, label) == expected
+
+
+def test_verifier_reward() -> None:
+    assert verifier_reward(True, 0.5, 0.5, 1.0) == 1.0
+    assert verifier_reward(True, 0.5, 1.0, 0.5) == 0.25  # (1 - 0.5) * 0.5
+    assert verifier_reward(True, 0.0, 0.5, 1.0) == 0.5
+    assert verifier_reward(True, 1.0, 1.0, 0.0) == 0.0  # the meta-verifier is not convinced
+    assert verifier_reward(True, 1.0, 0.0, 1.0) == 0.0
+    assert verifier_reward(False, 1.0, 1.0, 1.0) == 0.0  # unparsed
+
+
+def test_meta_verifier_reward() -> None:
+    assert meta_verifier_reward(True, 1.0, 1.0) == 1.0
+    assert meta_verifier_reward(True, 1.0, 0.5) == 0.5
+    assert meta_verifier_reward(True, 0.0, 1.0) == 0.0
+    assert meta_verifier_reward(False, 0.5, 0.5) == 0.0
+
+
+def test_self_verify_reward() -> None:
+    assert (SELF_VERIFY_ALPHA, SELF_VERIFY_BETA) == (0.76, 0.24)
+    # R = α·R_Y + β·R_score(s', R_Y)·R_meta
+    assert self_verify_reward(True, 1.0, 1.0, 1.0) == pytest.approx(1.0)
+    assert self_verify_reward(True, 0.5, 1.0, 0.5) == pytest.approx(0.76 * 0.5 + 0.24 * 0.5 * 0.5)  # 0.44
+    assert self_verify_reward(True, 0.0, 0.0, 1.0) == pytest.approx(0.24)  # honest about a bad solution
+    assert self_verify_reward(True, 0.0, 1.0, 1.0) == 0.0  # claims a bad solution is right
+    assert self_verify_reward(True, 1.0, 0.0, 0.0) == pytest.approx(0.76)
+    assert self_verify_reward(True, 1.0, 0.5, 1.0) == pytest.approx(0.76 + 0.24 * 0.5)  # 0.88
+    assert self_verify_reward(False, 1.0, 1.0, 1.0) == 0.0
+    assert self_verify_reward(False, 0.5, 0.5, 1.0) == 0.0
+    assert self_verify_reward(True, 1.0, 0.5, 1.0, alpha=0.5, beta=0.5) == pytest.approx(0.75)
+
+
+def test_mix_step_rewards() -> None:
+    out = mix_step_rewards([[1.0, 0.0, 1.0], [], [0.5], [1.0, 1.0]], [1.0, 1.0, 0.0, 0.0], 0.5, 0.25)
+    assert out == [[0.5, 0.0, 0.75], [0.25], [0.25], [0.5, 0.5]]
+    # A response without steps gets one step holding the outcome part only.
+    assert mix_step_rewards([[]], [0.0], 0.3, 0.7) == [[0.0]]
+    assert mix_step_rewards([[]], [1.0], 0.3, 0.7) == [[0.7]]
+    assert mix_step_rewards([], [], 0.5, 0.5) == []
+    with pytest.raises(ValueError):
+        mix_step_rewards([[1.0]], [1.0, 0.0], 0.5, 0.5)
+
+
+def test_mix_step_rewards_does_not_modify_its_input() -> None:
+    scores = [[1.0, 0.0]]
+    mix_step_rewards(scores, [1.0], 1.0, 1.0)
+    assert scores == [[1.0, 0.0]]
