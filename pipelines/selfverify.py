@@ -133,30 +133,6 @@ def truth_labelled(problem: Problem, steps: Sequence[str]) -> Labelled:
     return Labelled(problem, tuple(steps), reference_analysis(problem, steps), true_score(check))
 
 
-def judge_sft(
-    model: torch.nn.Module,
-    tok: Any,
-    pairs: list[tuple[str, str]],
-    steps: int,
-    cfg: Config,
-    seed: int,
-    *,
-    desc: str,
-    progress: bool,
-) -> list[dict[str, float]]:
-    """Supervised fine-tuning of a verifier or meta-verifier on (prompt, target) pairs."""
-    lc = cfg.loop
-    opt, sched = make_optimizer(model, lc.judge_sft_lr, warmup_steps=min(20, steps // 5), total_steps=steps)
-    rng = random.Random(seed)
-    logs = []
-    for _ in tqdm(range(steps), desc=desc, disable=not progress):
-        batch = rng.sample(pairs, min(lc.judge_sft_batch_size, len(pairs)))
-        logs.append(
-            sft_step(model, opt, sched, encode_pairs(tok, [p for p, _ in batch], [t for _, t in batch]))
-        )
-    return logs
-
-
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     """Run (or resume) the loop; returns the summary written to ``summary.json``."""
     clock = [time.time()]  # wall time not yet added to state["wall"]
@@ -239,34 +215,31 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 out.append(MetaItem(it.problem, it.steps, analysis, meta_label(verdict, check)))
         return out
 
-    # 2. Verifier and meta-verifier cold start on the labelled pool.
+    def judge_sft(model: torch.nn.Module, pairs: list[tuple[str, str]], steps: int, phase: str) -> None:
+        """Supervised fine-tuning of the verifier or the meta-verifier on (prompt, target) pairs."""
+        opt, sched = make_optimizer(
+            model, lc.judge_sft_lr, warmup_steps=min(20, steps // 5), total_steps=steps
+        )
+        rng = random.Random(f"{cfg.seed}-{phase}-{state['round']}")
+        desc = f"round {state['round']}: {phase}" if state["phase"] != "judges" else f"cold start: {phase}"
+        for step in tqdm(range(steps), desc=desc, disable=not progress):
+            batch = rng.sample(pairs, min(lc.judge_sft_batch_size, len(pairs)))
+            m = sft_step(model, opt, sched, encode_pairs(tok, [p for p, _ in batch], [t for _, t in batch]))
+            tracker.log(phase, step + 1, m | {"round": float(state["round"])})
+
+    # 2. Verifier and meta-verifier cold start on the labelled pool (kept: later rounds' meta-verifier
+    # data are analyses of these same labelled samples).
     if state["phase"] == "judges":
-        pool = labelled_pool()
-        pairs = [(it.prompt, it.analysis) for it in pool]
-        for m in judge_sft(
-            verifier.model,
-            tok,
-            pairs,
-            lc.judge_sft_steps,
-            cfg,
-            cfg.seed,
-            desc="verifier cold start",
-            progress=progress,
-        ):
-            tracker.log("verifier_sft", 0, m)
+        state["pool"] = [(it.problem, it.steps) for it in labelled_pool()]
+    pool = [truth_labelled(p, s) for p, s in state.get("pool", [])]
+    if state["phase"] == "judges":
+        judge_sft(
+            verifier.model, [(it.prompt, it.analysis) for it in pool], lc.judge_sft_steps, "verifier_sft"
+        )
         items = meta_items(pool, seed=cfg.seed * 7 + 2)
-        pairs = [(it.prompt, format_meta(it.label)) for it in items]
-        for m in judge_sft(
-            meta.model,
-            tok,
-            pairs,
-            lc.judge_sft_steps,
-            cfg,
-            cfg.seed + 1,
-            desc="meta cold start",
-            progress=progress,
-        ):
-            tracker.log("meta_sft", 0, m)
+        judge_sft(
+            meta.model, [(it.prompt, format_meta(it.label)) for it in items], lc.judge_sft_steps, "meta_sft"
+        )
         save("verifier", round=0)
 
     # Rewards the judges and the generator are trained with.
@@ -368,26 +341,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     while state["round"] < lc.rounds:
         r = state["round"]
         if state["phase"] == "verifier":
-            data: list[Labelled] = (
-                [Labelled(it[0], tuple(it[1]), it[2], it[3]) for it in state["auto"]]
-                if r > 0
-                else labelled_pool()
-            )
+            data = [Labelled(p, tuple(s), a, score) for p, s, a, score in state["auto"]] if r > 0 else pool
             if r > 0 and data:
-                pairs = [(it.prompt, it.analysis) for it in data]
-                for m in judge_sft(
+                judge_sft(
                     verifier.model,
-                    tok,
-                    pairs,
+                    [(it.prompt, it.analysis) for it in data],
                     lc.auto_sft_steps,
-                    cfg,
-                    cfg.seed + r,
-                    desc=f"round {r}: verifier SFT",
-                    progress=progress,
-                ):
-                    tracker.log("verifier_sft", r, m)
+                    "verifier_sft",
+                )
             judge_rl(verifier.model, data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
-            pool = labelled_pool()  # meta labels come from the labelled seed pool only
             judge_rl(
                 meta.model,
                 meta_items(pool, seed=cfg.seed * 7 + 3 + r),
