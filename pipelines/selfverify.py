@@ -130,7 +130,7 @@ def generate_samples(
 
 def truth_labelled(problem: Problem, steps: Sequence[str]) -> Labelled:
     check = check_solution(problem, "\n".join(steps))
-    return Labelled(problem, tuple(steps), reference_analysis(problem, steps), true_score(check))
+    return Labelled(problem, tuple(steps), reference_analysis(problem, steps), true_score(problem, check))
 
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
@@ -212,7 +212,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             check = check_solution(it.problem, "\n".join(it.steps))
             for analysis in (text.strip(), it.analysis, unfaithful_analysis(it.problem, it.steps, rng)):
                 verdict = parse_analysis(analysis, len(it.steps))
-                out.append(MetaItem(it.problem, it.steps, analysis, meta_label(verdict, check)))
+                out.append(MetaItem(it.problem, it.steps, analysis, meta_label(it.problem, verdict, check)))
         return out
 
     def judge_sft(model: torch.nn.Module, pairs: list[tuple[str, str]], steps: int, phase: str) -> None:
@@ -477,7 +477,7 @@ def scaled_verification(
         if label.score is None:
             continue
         kept += 1
-        agree += label.score == true_score(check_solution(p, "\n".join(s)))
+        agree += label.score == true_score(p, check_solution(p, "\n".join(s)))
         labelled.append(Labelled(p, s, label.analysis.strip(), label.score))
     n = len(samples)
     stats = {
@@ -508,7 +508,9 @@ def evaluate_judges(
     judged = meta.judge(
         [meta_prompt(p.prompt, s, t) for p, s, t in zip(problems, samples, texts, strict=True)]
     )
-    meta_acc = sum(ms == meta_label(v, c) for (ms, _), v, c in zip(judged, verdicts, checks, strict=True))
+    meta_acc = sum(
+        ms == meta_label(p, v, c) for (ms, _), p, v, c in zip(judged, problems, verdicts, checks, strict=True)
+    )
     n = len(samples)
     return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
         "verifier_f1": pb["f1"],
@@ -516,6 +518,10 @@ def evaluate_judges(
         "verifier_acc_corr": pb["acc_corr"],
         "verifier_parse_rate": sum(v.parsed for v in verdicts) / n,
         "meta_accuracy": meta_acc / n,
-        "sample_true_score": sum(true_score(c) for c in checks) / n,
-        "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(true_score(c) for c in checks)) / n,
+        "sample_true_score": sum(true_score(p, c) for p, c in zip(problems, checks, strict=True)) / n,
+        "reward_hacking_gap": (
+            sum(v.score for v in verdicts)
+            - sum(true_score(p, c) for p, c in zip(problems, checks, strict=True))
+        )
+        / n,
     }

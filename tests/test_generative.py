@@ -41,8 +41,9 @@ REFERENCE = ["5-7=-2", "-2-6=-8", "A:-8"]
 CASES = {
     "correct": (REFERENCE, "5-7=-2 +\n-2-6=-8 +\nA:-8 +\nS:1"),
     "slip_at_step_1": (["5-7=-2", "-2-6=-9", "A:-9"], "5-7=-2 +\n-2-6=-8 -\nS:0"),
-    "slip_but_right_answer": (["5-7=-2", "-2-6=-9", "A:-8"], "5-7=-2 +\n-2-6=-8 -\nS:0.5"),
-    "direct_right_answer": (["A:-8"], "5-7=-2 -\nS:0.5"),
+    "slip_but_right_answer": (["5-7=-2", "-2-6=-9", "A:-8"], "5-7=-2 +\n-2-6=-8 -\nS:0"),
+    "wrong_answer_line": (["5-7=-2", "-2-6=-8", "A:-9"], "5-7=-2 +\n-2-6=-8 +\nA:-8 -\nS:0.5"),
+    "direct_right_answer": (["A:-8"], "5-7=-2 -\nS:0"),
     "direct_wrong_answer": (["A:-9"], "5-7=-2 -\nS:0"),
     "missing_answer": (["5-7=-2", "-2-6=-8"], "5-7=-2 +\n-2-6=-8 -\nS:0"),
     "line_after_answer": ([*REFERENCE, "done"], "5-7=-2 +\n-2-6=-8 +\nA:-8 +\n. -\nS:0.5"),
@@ -96,12 +97,15 @@ def test_reference_analysis(name: str) -> None:
 
 
 def test_true_scores_of_the_cases() -> None:
-    scores = {name: true_score(check_solution(PROBLEM, "\n".join(s))) for name, (s, _) in CASES.items()}
+    scores = {
+        name: true_score(PROBLEM, check_solution(PROBLEM, "\n".join(s))) for name, (s, _) in CASES.items()
+    }
     assert scores == {
         "correct": 1.0,
         "slip_at_step_1": 0.0,
-        "slip_but_right_answer": 0.5,
-        "direct_right_answer": 0.5,
+        "slip_but_right_answer": 0.0,  # an operation step is wrong, whatever the answer
+        "wrong_answer_line": 0.5,  # every operation right, only the answer line wrong
+        "direct_right_answer": 0.0,
         "direct_wrong_answer": 0.0,
         "missing_answer": 0.0,
         "line_after_answer": 0.5,
@@ -119,8 +123,8 @@ def test_parse_analysis_round_trips_the_reference(name: str) -> None:
     assert v.earliest_error == check.earliest_error
     n, err = len(check.steps), check.earliest_error
     assert v.step_scores == [1.0 if err == -1 or i < err else 0.0 for i in range(n)]
-    assert v.score == true_score(check)
-    assert meta_label(v, check) == 1.0
+    assert v.score == true_score(PROBLEM, check)
+    assert meta_label(PROBLEM, v, check) == 1.0
 
 
 def test_parse_analysis_hand_values() -> None:
@@ -151,9 +155,9 @@ def test_unfaithful_analysis_parses_and_misjudges(name: str) -> None:
     rng, wrong_step, wrong_score = random.Random(0), False, False
     for _ in range(30):
         v = parse_analysis(unfaithful_analysis(PROBLEM, steps, rng), len(check.steps))
-        assert v.parsed and meta_label(v, check) < 1.0
+        assert v.parsed and meta_label(PROBLEM, v, check) < 1.0
         wrong_step |= v.earliest_error != check.earliest_error
-        wrong_score |= v.score != true_score(check)
+        wrong_score |= v.score != true_score(PROBLEM, check)
     assert wrong_score and wrong_step == bool(steps)  # no steps: only the score can be wrong
 
 
@@ -196,15 +200,15 @@ def test_parse_analysis_rejects_malformed_text(name: str) -> None:
 
 def test_meta_label() -> None:
     check = check_solution(PROBLEM, "5-7=-2\n-2-6=-9\nA:-9")  # wrong at step 1, score 0
-    assert meta_label(parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0", 3), check) == 1.0
-    assert meta_label(parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0.5", 3), check) == 0.5  # step right
-    assert meta_label(parse_analysis("5-7=-2 -\nS:0", 3), check) == 0.5  # score right
-    assert meta_label(parse_analysis("5-7=-2 -\nS:1", 3), check) == 0.0
-    assert meta_label(parse_analysis("5-7=-2 +\n-2-6=-8 +\nA:-8 +\nS:1", 3), check) == 0.0
-    assert meta_label(parse_analysis("5-7=-2 +\n-2-6=-8 -", 3), check) == 0.0  # unparsed
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0", 3), check) == 1.0
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0.5", 3), check) == 0.5  # step right
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -\nS:0", 3), check) == 0.5  # score right
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -\nS:1", 3), check) == 0.0
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 +\nA:-8 +\nS:1", 3), check) == 0.0
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 -", 3), check) == 0.0  # unparsed
     correct = check_solution(PROBLEM, "\n".join(REFERENCE))
     unparsed_but_right = Verdict([1.0] * 3, -1, 1.0, "", parsed=False)
-    assert meta_label(unparsed_but_right, correct) == 0.0
+    assert meta_label(PROBLEM, unparsed_but_right, correct) == 0.0
 
 
 def test_parse_and_format_meta() -> None:

@@ -12,8 +12,9 @@ Both are causal LMs that continue a prompt. The formats are plain text a charact
 
 Output (the analysis): one line per judged step, the step *as it should read* followed by `` +`` when
 the given step is right or `` -`` when it is wrong; judging stops at the first ``-``. A last line
-``S:<score>`` gives the overall score: 1 (every step right), 0.5 (a step is wrong but the stated answer
-is right: a lucky or unshown answer), 0 (the answer is wrong)::
+``S:<score>`` gives the overall score, which follows from the step it names: 1 (every step right), 0.5
+(every operation step right, the answer line wrong, missing after them or followed by more lines: a
+minor flaw), 0 (an operation step is wrong)::
 
     5-7=-2 +
     -2-6=-8 -
@@ -68,11 +69,17 @@ def meta_prompt(problem_prompt: str, steps: Sequence[str], analysis: str) -> str
     return verifier_prompt(problem_prompt, steps) + analysis.strip() + "\n" + META_TAG + "\n"
 
 
-def true_score(check: StepCheck) -> float:
+def true_score(problem: Problem, check: StepCheck) -> float:
     """The label on DeepSeekMath-V2's {0, 0.5, 1} scale (see the module docstring)."""
-    if check.all_steps_valid:
+    return score_for(problem, check.earliest_error)
+
+
+def score_for(problem: Problem, earliest_error: int) -> float:
+    """1: no wrong step; 0.5: every operation step right, the first error at the answer line or after
+    it (a minor flaw); 0: an operation step is wrong. The score follows from the step named."""
+    if earliest_error == -1:
         return 1.0
-    return 0.5 if check.correct else 0.0
+    return 0.5 if earliest_error >= len(problem.ops) else 0.0
 
 
 def expected_lines(problem: Problem, n_steps: int) -> list[str]:
@@ -85,7 +92,7 @@ def expected_lines(problem: Problem, n_steps: int) -> list[str]:
 def reference_analysis(problem: Problem, steps: Sequence[str]) -> str:
     """The faithful analysis of a solution, from the ground-truth checker."""
     check = check_solution(problem, "\n".join(steps))
-    return analysis_text(problem, len(check.steps), check.earliest_error, true_score(check))
+    return analysis_text(problem, len(check.steps), check.earliest_error, true_score(problem, check))
 
 
 def analysis_text(problem: Problem, n_steps: int, earliest_error: int, score: float) -> str:
@@ -102,7 +109,7 @@ def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Rand
     none), gives another score, or both (meta-verifier training negatives)."""
     check = check_solution(problem, "\n".join(steps))
     n = len(check.steps)
-    error, score = check.earliest_error, true_score(check)
+    error, score = check.earliest_error, true_score(problem, check)
     kind = rng.choice(("step", "score", "both")) if n else "score"
     if kind in ("step", "both"):
         error = rng.choice([i for i in range(-1, n) if i != error])
@@ -136,11 +143,11 @@ def parse_analysis(text: str, n_steps: int) -> Verdict:
     return Verdict(scores, wrong if n_steps else 0, score, text)  # no steps: wrong at step 0
 
 
-def meta_label(analysis: Verdict, check: StepCheck) -> float:
+def meta_label(problem: Problem, analysis: Verdict, check: StepCheck) -> float:
     """Is the analysis faithful to the truth (see the module docstring)?"""
     if not analysis.parsed:
         return 0.0
-    right = (analysis.earliest_error == check.earliest_error) + (analysis.score == true_score(check))
+    right = (analysis.earliest_error == check.earliest_error) + (analysis.score == true_score(problem, check))
     return right / 2
 
 
