@@ -36,7 +36,7 @@ from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.critic import ValueModel
 from selfverify.evaluate import evaluate_generator
-from selfverify.models import build_char_tokenizer, build_model
+from selfverify.models import build_char_tokenizer, build_model, load_pretrained
 from selfverify.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
@@ -178,14 +178,17 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             exclude=exclude,
         )
 
-    # 1. Generator cold start.
-    if state["phase"] == "cold_start":
+    # 1. Generator cold start (or a given cold-started policy: init_from).
+    if state["phase"] == "cold_start" and cfg.init_from is not None:
+        generator = models["generator"] = load_pretrained(cfg.init_from)[0]
+    elif state["phase"] == "cold_start":
         opt, sched = make_optimizer(
             generator, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
         )
         for step in tqdm(range(cfg.sft.steps), desc="generator cold start (SFT)", disable=not progress):
             m = sft_step(generator, opt, sched, encode_pairs(tok, *demonstrations(cfg, step, exclude)))
             tracker.log("sft", step + 1, m)
+    if state["phase"] == "cold_start":
         cold = evaluate()
         figures["cold_start_accuracy"] = cold["accuracy"]
         tracker.log("eval", 0, cold)

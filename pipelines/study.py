@@ -7,10 +7,11 @@ An arm is a name and a list of overrides (``--objectives A,B`` adds one arm ``ob
 Trailing overrides apply to every run. Each run is an ordinary ``python -m selfverify.loop`` run in
 ``OUT/runs/<arm>-seed<seed>``; finished runs are skipped, so a killed study resumes where it stopped.
 
-``--share-cold-start`` runs the cold start once per seed (``OUT/runs/cold-start-seed<seed>``, the
-trailing overrides and ``rl.steps=0``) and starts every arm of that seed from it (``init_from``). Use
-it only when arms differ after the cold start (objectives, RL knobs, reward modes); the wall column
-then counts RL and evaluation only.
+``--share-cold-start`` runs the generator's cold start once per seed (``OUT/runs/cold-start-seed<seed>``:
+the trailing overrides, ``pipeline=rl`` and ``rl.steps=0``) and starts every arm of that seed from it
+(``init_from``). Use it only when arms differ after the cold start (objectives, RL knobs, the outcome,
+process and mix reward modes; not self_verify, whose demonstrations differ); the wall column then
+leaves the cold start out.
 """
 
 from __future__ import annotations
@@ -167,10 +168,21 @@ def main(argv: list[str] | None = None) -> int:
         return run_loop([*flags, "--run-dir", str(run_dir), *overrides])
 
     shared: dict[int, list[str]] = {seed: [] for seed in seeds}
+    if args.share_cold_start and any("reward.mode=self_verify" in o for _, ov in arms for o in ov):
+        parser.error(
+            "--share-cold-start: a self_verify arm needs its own cold start (its demonstrations differ)"
+        )
     if args.share_cold_start:
         for seed in seeds:
             cold_dir = out / "runs" / f"cold-start-seed{seed}"
-            if code := ensure_run(cold_dir, [*args.overrides, "rl.steps=0", f"seed={seed}"]):
+            cold_overrides = [
+                *args.overrides,
+                "pipeline=rl",
+                "reward.mode=outcome",
+                "rl.steps=0",
+                f"seed={seed}",
+            ]
+            if code := ensure_run(cold_dir, cold_overrides):
                 return code
             shared[seed] = [f"init_from={cold_dir / 'checkpoints' / 'cold_start'}"]
     results = []
