@@ -42,6 +42,10 @@ class ArmResult:
     steps_to_threshold: list[int | None]
     walls: list[float]
     curves: list[tuple[list[int], list[float]]]  # (RL step, held-out accuracy) per seed
+    # Behaviour over the last TAIL RL steps, per seed (the papers' entropy and length claims).
+    entropy: list[float] = field(default_factory=list)
+    length: list[float] = field(default_factory=list)
+    valid: list[float] = field(default_factory=list)  # final share of fully valid solutions
     # Self-verification runs: last round's verifier F1 and verifier-minus-truth score gap per seed.
     verifier_f1: list[float | None] = field(default_factory=list)
     gaps: list[float] = field(default_factory=list)
@@ -61,11 +65,20 @@ def steps_to(curve: tuple[list[int], list[float]], threshold: float) -> int | No
     return next((s for s, a in zip(*curve, strict=True) if a >= threshold), None)
 
 
+TAIL = 20  # RL steps averaged for the entropy and length columns
+
+
 def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
     res = ArmResult(name, [], [], [], [], [])
     for d in run_dirs:
         summary = json.loads((d / "summary.json").read_text())
-        evals = [r for r in read_metrics(d) if r["phase"] == "eval"]
+        records = read_metrics(d)
+        evals = [r for r in records if r["phase"] == "eval"]
+        tail = [r for r in records if r["phase"] == "rl"][-TAIL:]
+        if tail:
+            res.entropy.append(float(np.mean([r["entropy"] for r in tail])))
+            res.length.append(float(np.mean([r["response_length"] for r in tail])))
+        res.valid.append(summary.get("final_valid_solution_rate") or 0.0)
         curve = ([r["step"] for r in evals], [r["accuracy"] for r in evals])
         res.finals.append(summary["final_accuracy"])
         res.cold.append(summary["cold_start_accuracy"])
@@ -84,7 +97,9 @@ def markdown_table(results: list[ArmResult], threshold: float) -> str:
     extra = " verifier F1 | verifier − truth |" if loop else ""
     head = (
         f"| arm | seeds | cold start | final accuracy (mean ± 95% CI) | gain | steps to {threshold:.0%} "
-        f"(reached/seeds) | wall s |{extra}\n|---|---|---|---|---|---|---|{'---|---|' if loop else ''}\n"
+        f"(reached/seeds) | all steps valid | entropy (last {TAIL}) | length (last {TAIL}) | wall s |"
+        f"{extra}\n"
+        f"|---|---|---|---|---|---|---|---|---|---|{'---|---|' if loop else ''}\n"
     )
     rows = []
     for r in results:
@@ -98,9 +113,14 @@ def markdown_table(results: list[ArmResult], threshold: float) -> str:
         )
         rows.append(
             f"| {r.name} | {len(r.finals)} | {cold:.3f} | {final:.3f} ± {ci:.3f} | {final - cold:+.3f} | "
-            f"{steps} | {np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
+            f"{steps} | {np.mean(r.valid):.3f} | {_mean(r.entropy, '.3f')} | {_mean(r.length, '.1f')} | "
+            f"{np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
         )
     return head + "\n".join(rows) + "\n"
+
+
+def _mean(values: list[float], fmt: str) -> str:
+    return format(float(np.mean(values)), fmt) if values else "—"
 
 
 def _loop_columns(r: ArmResult) -> str:
