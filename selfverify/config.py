@@ -108,7 +108,7 @@ class RoundsConfig:
     judge_sft_batch_size: int = 64
     judge_sft_lr: float = 1e-3
     judge_pool: int = 2048  # generator samples labelled for the judges' cold start
-    judge_max_new_tokens: int = 128
+    judge_max_new_tokens: int = 80
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
     meta_rl_steps: int = 10

@@ -53,7 +53,7 @@ VERIFY_TAG = "#V"
 META_TAG = "#M"
 SCORES = (0.0, 0.5, 1.0)
 _SCORE = r"(0|0\.5|1)"
-_MARK_RE = re.compile(r"^(.{0,80}) ~ (\S{1,40}) ([+-])$")
+_MARK_RE = re.compile(r"^(\S{1,40}) ([+-])$")
 _SCORE_RE = re.compile(rf"^S:{_SCORE}$")
 _META_RE = re.compile(rf"^M:{_SCORE}$")
 NOTHING = "."  # the expected text of a line that should not exist
@@ -92,19 +92,15 @@ def expected_lines(problem: Problem, n_steps: int) -> list[str]:
 def reference_analysis(problem: Problem, steps: Sequence[str]) -> str:
     """The faithful analysis of a solution, from the ground-truth checker."""
     check = check_solution(problem, "\n".join(steps))
-    return analysis_text(problem, check.steps, check.earliest_error, true_score(problem, check))
+    return analysis_text(problem, len(check.steps), check.earliest_error, true_score(problem, check))
 
 
-def analysis_text(problem: Problem, steps: Sequence[str], earliest_error: int, score: float) -> str:
+def analysis_text(problem: Problem, n_steps: int, earliest_error: int, score: float) -> str:
     """An analysis in this module's format claiming ``earliest_error`` and ``score`` (the expected
     lines are the reference's)."""
-    n_steps = len(steps)
     expected = expected_lines(problem, n_steps)
     last = earliest_error if earliest_error >= 0 else n_steps - 1
-    marks = [
-        f"{' '.join(steps[i].split())} ~ {expected[i]} {'-' if i == earliest_error else '+'}"
-        for i in range(min(last + 1, n_steps))
-    ]
+    marks = [f"{expected[i]} {'-' if i == earliest_error else '+'}" for i in range(min(last + 1, n_steps))]
     return "\n".join([*marks, f"S:{_fmt(score)}"])
 
 
@@ -119,7 +115,7 @@ def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Rand
         error = rng.choice([i for i in range(-1, n) if i != error])
     if kind in ("score", "both"):
         score = rng.choice([s for s in SCORES if s != score])
-    return analysis_text(problem, check.steps, error, score)
+    return analysis_text(problem, n, error, score)
 
 
 def _fmt(score: float) -> str:
@@ -138,7 +134,7 @@ def parse_analysis(text: str, n_steps: int) -> Verdict:
     for line in lines[:-1]:
         if (mark := _MARK_RE.match(line)) is None:
             return failed
-        marks.append(mark.group(3))
+        marks.append(mark.group(2))
     wrong = marks.index("-") if "-" in marks else -1
     complete = len(marks) == wrong + 1 if wrong >= 0 else len(marks) == n_steps
     if not complete or len(marks) > n_steps:
