@@ -74,8 +74,6 @@ from verifiers.generative import (
 )
 from verifiers.metrics import processbench_metrics
 
-ROLES = ("generator", "verifier", "meta")
-
 
 @dataclass(frozen=True)
 class Labelled:
@@ -344,7 +342,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     while state["round"] < lc.rounds:
         r = state["round"]
         if state["phase"] == "verifier":
-            data = [Labelled(p, tuple(s), a, score) for p, s, a, score in state["auto"]] if r > 0 else pool
+            data = state["auto"] if r > 0 else pool
             if r > 0 and data:
                 judge_sft(
                     verifier.model,
@@ -400,7 +398,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             )
             if lc.labels == "truth":
                 auto = [truth_labelled(p, s) for p, s in zip(problems, samples, strict=True)]
-            state["auto"] = [(it.problem, list(it.steps), it.analysis, it.score) for it in auto]
+            state["auto"] = auto
             state["scaled_stats"] = stats
             save("eval")
         if state["phase"] == "eval":
