@@ -1,7 +1,15 @@
 import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
+
+from selfverify.tracking import read_metrics
 
 # Tests share two cores; keep torch from oversubscribing them.
 torch.set_num_threads(1)
@@ -29,3 +37,19 @@ TINY = [
 @pytest.fixture
 def tiny_overrides() -> list[str]:
     return list(TINY)
+
+
+def _kill_midway(run_dir: Path, overrides: list[str], ready: Callable[[list[dict]], bool]) -> None:
+    """Start a real ``python -m selfverify.loop`` run and SIGKILL it once ``ready(metrics)`` holds."""
+    cmd = [sys.executable, "-m", "selfverify.loop", "--run-dir", str(run_dir), "--no-progress", *overrides]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not ready(read_metrics(run_dir)):
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.fixture
+def kill_midway() -> Callable[[Path, list[str], Callable[[list[dict]], bool]], None]:
+    return _kill_midway

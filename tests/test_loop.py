@@ -1,11 +1,6 @@
 """`python -m selfverify.loop` end to end on a tiny job: outputs, determinism, resume, wandb."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -46,19 +41,12 @@ def test_same_seed_same_metrics(tmp_path, tiny_overrides):
     assert read_metrics(tmp_path / "a") != read_metrics(tmp_path / "c")
 
 
-def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_overrides):
+def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_overrides, kill_midway):
     overrides = [*tiny_overrides, "rl.steps=8", "checkpoint_every=2"]
     _run(tmp_path / "whole", overrides)
     run = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "selfverify.loop", "--run-dir", str(run), "--no-progress", *overrides]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline:  # kill it mid-RL, after at least one RL checkpoint
-        if sum(r["phase"] == "rl" for r in read_metrics(run)) >= 3:
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    # Kill it mid-RL, after at least one RL checkpoint.
+    kill_midway(run, overrides, lambda m: sum(r["phase"] == "rl" for r in m) >= 3)
     assert not (run / "summary.json").exists()
     _run(run, overrides)
     assert read_metrics(run) == read_metrics(tmp_path / "whole")

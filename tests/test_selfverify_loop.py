@@ -2,11 +2,6 @@
 per-round figures, resume after a kill."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -63,19 +58,12 @@ def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides
         assert (tmp_path / "run" / "checkpoints" / "latest" / role / "config.json").exists()
 
 
-def test_killed_loop_resumes_to_the_same_result(tmp_path, tiny_overrides):
+def test_killed_loop_resumes_to_the_same_result(tmp_path, tiny_overrides, kill_midway):
     overrides = [*tiny_overrides, *LOOP, "reward.mode=process"]
     _run(tmp_path / "whole", overrides)
     run = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "selfverify.loop", "--run-dir", str(run), "--no-progress", *overrides]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline:  # kill it inside round 0's generator RL
-        if any(r["phase"] == "rl" for r in read_metrics(run)):
-            break
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    # Kill it inside round 0's generator RL.
+    kill_midway(run, overrides, lambda m: any(r["phase"] == "rl" for r in m))
     assert not (run / "summary.json").exists()
     _run(run, overrides)
     assert read_metrics(run) == read_metrics(tmp_path / "whole")
