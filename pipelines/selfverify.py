@@ -74,6 +74,8 @@ from verifiers.generative import (
 )
 from verifiers.metrics import processbench_metrics
 
+UNPARSED = -2  # the earliest-error prediction of an unparsable analysis in the metrics
+
 
 @dataclass(frozen=True)
 class Labelled:
@@ -505,7 +507,9 @@ def evaluate_judges(
     texts = verifier.generate(prompts)
     verdicts = [parse_analysis(t, len(s)) for t, s in zip(texts, samples, strict=True)]
     checks = [check_solution(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
-    pb = processbench_metrics([v.earliest_error for v in verdicts], [c.earliest_error for c in checks])
+    # An unparsable analysis names no step: it counts as wrong on either kind of sample.
+    preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
+    pb = processbench_metrics(preds, [c.earliest_error for c in checks])
     judged = meta.judge(
         [meta_prompt(p.prompt, s, t) for p, s, t in zip(problems, samples, texts, strict=True)]
     )

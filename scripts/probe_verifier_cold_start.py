@@ -1,5 +1,10 @@
 """Probe how well the generative verifier's cold start generalises (docs/RESULTS.md, issue 3).
 
+``--interleaved`` tries an exploratory format instead of ``verifiers.generative``'s: the verifier sees
+only the problem, writes step i's expected form and ``|``, is then shown step i (forced tokens, no
+loss; ``$`` marks the last step) and writes ``+``/``-``; so it cannot copy the step it is judging.
+``--mark-weight`` scales the loss on the marks and the score.
+
 Starts a verifier from a cold-started generator checkpoint, fine-tunes it on ground-truth analyses of a
 pool of that generator's samples (``--pool samples``), optionally plus reference solutions with and
 without one injected error (``--pool mixed``), and reports ProcessBench metrics of its greedy analyses
@@ -13,26 +18,126 @@ of held-out samples from two generators (the cold start and an RL-trained one) a
 from __future__ import annotations
 
 import argparse
-import collections
 import copy
 import random
+import re
 import time
+from collections.abc import Sequence
 
 import torch
+from transformers import GenerationConfig
 
 from selfverify.models import load_pretrained
 from selfverify.prm_train import CORRUPTIONS, corrupt_solution
-from selfverify.rollout import encode_pairs, sample
-from selfverify.tasks import TaskSpec, check_solution, heldout_split, split_steps, train_problems
+from selfverify.rollout import Rollout, encode_pairs, sample
+from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
 from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
     GenerativeVerifier,
+    expected_lines,
     parse_analysis,
     reference_analysis,
-    true_score,
+    score_for,
     verifier_prompt,
 )
 from verifiers.metrics import processbench_metrics
+
+Sample = tuple[Problem, list[str]]
+_LINE = re.compile(r"^(\S{0,40})\|(.{0,80}?)(\$?) ([+-])$")
+
+
+def interleaved_segments(
+    problem: Problem, steps: Sequence[str], mark_weight: float
+) -> list[tuple[str, float]]:
+    """The faithful interleaved analysis as (text, loss weight) pieces; weight 0 = shown, not written."""
+    check = check_solution(problem, "\n".join(steps))
+    n, error = len(check.steps), check.earliest_error
+    expected = expected_lines(problem, max(n, 1))
+    last = error if error >= 0 else n - 1
+    out: list[tuple[str, float]] = []
+    for i in range(last + 1 if n else 1):
+        given = check.steps[i] if i < n else ""
+        out.append(("\n" * (i > 0) + expected[i] + "|", 1.0))
+        out.append((given + "$" * (i >= n - 1) + " ", 0.0))
+        out.append(("-" if i == error or n == 0 else "+", mark_weight))
+    score = score_for(problem, error)
+    out.append(("\nS:" + ("0.5" if score == 0.5 else str(int(score))), mark_weight))
+    return out
+
+
+def interleaved_batch(tok, samples: Sequence[Sample], mark_weight: float) -> Rollout:
+    """Teacher-forced batch whose response mask is the loss weight of each token (0 on shown steps)."""
+    rows = []
+    for problem, steps in samples:
+        ids = tok(problem.prompt + "#V\n", add_special_tokens=False)["input_ids"]
+        prompt_len, weights = len(ids), []
+        for text, weight in interleaved_segments(problem, steps, mark_weight):
+            piece = tok(text, add_special_tokens=False)["input_ids"]
+            ids, weights = ids + piece, weights + [weight] * len(piece)
+        rows.append((ids + [tok.eos_token_id], weights + [1.0], prompt_len))
+    p_len = max(r[2] for r in rows)
+    t_len = max(len(r[0]) - r[2] for r in rows)
+    input_ids = torch.full((len(rows), p_len + t_len), tok.pad_token_id)
+    attention = torch.zeros_like(input_ids)
+    mask = torch.zeros(len(rows), t_len)
+    for b, (ids, weights, prompt_len) in enumerate(rows):
+        start = p_len - prompt_len  # prompts are left-padded
+        input_ids[b, start : start + len(ids)] = torch.tensor(ids)
+        attention[b, start : start + len(ids)] = 1
+        mask[b, : len(weights)] = torch.tensor(weights)
+    return Rollout(
+        input_ids, attention, mask, p_len, [""] * len(rows), torch.zeros(len(rows), dtype=torch.bool)
+    )
+
+
+@torch.no_grad()
+def interleaved_judge(model, tok, samples: Sequence[Sample]) -> list[tuple[int, float] | None]:
+    """Greedy interleaved analyses: generate to ``|`` (or the end), show the next step, repeat."""
+    bar = tok.convert_tokens_to_ids("|")
+    texts = [p.prompt + "#V\n" for p, _ in samples]
+    analyses = [""] * len(samples)
+    active = list(range(len(samples)))
+    gen = GenerationConfig(
+        max_new_tokens=30, eos_token_id=[tok.eos_token_id, bar], pad_token_id=tok.pad_token_id
+    )
+    model.eval()
+    for i in range(8):
+        if not active:
+            break
+        enc = tok([texts[b] for b in active], return_tensors="pt", padding=True, padding_side="left")
+        out = model.generate(**enc, generation_config=gen)
+        still = []
+        for b, text in zip(active, tok.batch_decode(out[:, enc["input_ids"].shape[1] :]), strict=True):
+            text = text.replace(tok.pad_token, "")
+            if tok.eos_token in text or not text.endswith("|"):
+                analyses[b] += text.split(tok.eos_token)[0]
+                continue
+            steps = samples[b][1]
+            shown = (steps[i] if i < len(steps) else "") + "$" * (i >= len(steps) - 1) + " "
+            texts[b] += text + shown
+            analyses[b] += text + shown
+            still.append(b)
+        active = still
+    return [_parse_interleaved(a, len(s)) for a, (_, s) in zip(analyses, samples, strict=True)]
+
+
+def _parse_interleaved(text: str, n_steps: int) -> tuple[int, float] | None:
+    lines = text.strip().split("\n")
+    score = re.fullmatch(r"S:(0|0\.5|1)", lines[-1].strip())
+    marks = [m.group(4) if (m := _LINE.match(line.strip())) else "?" for line in lines[:-1]]
+    if score is None or "?" in marks:
+        return None
+    wrong = marks.index("-") if "-" in marks else -1
+    if len(marks) != (wrong + 1 if wrong >= 0 else n_steps):
+        return None
+    return (wrong if n_steps else 0), float(score.group(1))
+
+
+def plain_judge(model, tok, samples: Sequence[Sample]) -> list[tuple[int, float] | None]:
+    verifier = GenerativeVerifier(model, tok, max_new_tokens=80)
+    texts = verifier.generate([verifier_prompt(p.prompt, s) for p, s in samples])
+    verdicts = [parse_analysis(t, len(s)) for t, (_, s) in zip(texts, samples, strict=True)]
+    return [(v.earliest_error, v.score) if v.parsed else None for v in verdicts]
 
 
 def main() -> None:
@@ -46,9 +151,8 @@ def main() -> None:
     parser.add_argument("--pool", choices=["samples", "mixed"], default="mixed")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--eval-at", default="300", help="comma-separated SFT steps to evaluate at")
-    parser.add_argument(
-        "--examples", type=int, default=0, help="print this many misjudged samples at the end"
-    )
+    parser.add_argument("--interleaved", action="store_true", help="the exploratory interleaved format")
+    parser.add_argument("--mark-weight", type=float, default=1.0, help="loss weight of marks and score")
     args = parser.parse_args()
     torch.set_num_threads(1)
     evals = sorted(int(x) for x in args.eval_at.split(","))
@@ -57,62 +161,55 @@ def main() -> None:
     spec = TaskSpec()
     held = heldout_split(spec, 256, 0)
 
-    def samples(model: torch.nn.Module, problems: list, seed: int) -> list[list[str]]:
+    def samples_of(model: torch.nn.Module, problems: list[Problem], seed: int) -> list[Sample]:
         out = sample(model, tok, [p.prompt for p in problems], max_new_tokens=48, seed=seed)
-        return [split_steps(t) for t in out.texts]
+        return [(p, split_steps(t)) for p, t in zip(problems, out.texts, strict=True)]
 
-    pool = train_problems(spec, 2048, seed=0, tag="judge-pool", exclude=set(held))
-    pairs = [
-        (verifier_prompt(p.prompt, s), reference_analysis(p, s))
-        for p, s in zip(pool, samples(gen, pool, 1), strict=True)
-    ]
+    pool = samples_of(gen, train_problems(spec, 2048, seed=0, tag="judge-pool", exclude=set(held)), 1)
     if args.pool == "mixed":
         rng = random.Random(0)
         for p in train_problems(spec, 2048, seed=0, tag="judge-refs", exclude=set(held)):
-            s = (
-                p.reference_solution().splitlines()
-                if rng.random() < 0.4
-                else corrupt_solution(p, rng.choice(CORRUPTIONS), rng)
+            clean = rng.random() < 0.4
+            pool.append(
+                (
+                    p,
+                    p.reference_solution().splitlines()
+                    if clean
+                    else corrupt_solution(p, rng.choice(CORRUPTIONS), rng),
+                )
             )
-            pairs.append((verifier_prompt(p.prompt, s), reference_analysis(p, s)))
-    eval_sets = {"cold": samples(gen, held, 999), "trained": samples(trained, held, 999)}
-    verifier = GenerativeVerifier(copy.deepcopy(gen), tok, max_new_tokens=80)
+    eval_sets = {"cold": samples_of(gen, held, 999), "trained": samples_of(trained, held, 999)}
+    verifier = copy.deepcopy(gen)
+    judge = interleaved_judge if args.interleaved else plain_judge
 
-    def evaluate(step: int) -> None:
-        for name, steps in eval_sets.items():
-            texts = verifier.generate(
-                [verifier_prompt(p.prompt, s) for p, s in zip(held, steps, strict=True)]
-            )
-            verdicts = [parse_analysis(t, len(s)) for t, s in zip(texts, steps, strict=True)]
-            checks = [check_solution(p, "\n".join(s)) for p, s in zip(held, steps, strict=True)]
-            m = processbench_metrics([v.earliest_error for v in verdicts], [c.earliest_error for c in checks])
-            score = sum(
-                v.score == true_score(p, c) for p, v, c in zip(held, verdicts, checks, strict=True)
-            ) / len(held)
-            print(
-                f"step {step} {name}: f1 {m['f1']:.3f} acc_err {m['acc_err']:.3f} "
-                f"acc_corr {m['acc_corr']:.3f} (n_corr {m['n_corr']}) score_acc {score:.3f}",
-                flush=True,
-            )
+    def batch_of(chosen: list[Sample]) -> Rollout:
+        if args.interleaved:
+            return interleaved_batch(tok, chosen, args.mark_weight)
+        return encode_pairs(
+            tok,
+            [verifier_prompt(p.prompt, s) for p, s in chosen],
+            [reference_analysis(p, s) for p, s in chosen],
+        )
 
-    opt, sched = make_optimizer(verifier.model, args.lr, warmup_steps=20, total_steps=evals[-1])
+    opt, sched = make_optimizer(verifier, args.lr, warmup_steps=20, total_steps=evals[-1])
     rng, start = random.Random(1), time.time()
     for step in range(1, evals[-1] + 1):
-        batch = rng.sample(pairs, 64)
-        m = sft_step(
-            verifier.model, opt, sched, encode_pairs(tok, [x for x, _ in batch], [y for _, y in batch])
-        )
-        if step in evals:
-            print(f"step {step}: loss {m['loss']:.3f}, {time.time() - start:.0f} s", flush=True)
-            evaluate(step)
-    shown = collections.Counter()
-    steps = eval_sets["trained"]
-    texts = verifier.generate([verifier_prompt(p.prompt, s) for p, s in zip(held, steps, strict=True)])
-    for p, s, t in zip(held, steps, texts, strict=True):
-        if parse_analysis(t, len(s)).earliest_error != check_solution(p, "\n".join(s)).earliest_error:
-            shown["misjudged"] += 1
-            if shown["misjudged"] <= args.examples:
-                print(f"{p.prompt.strip()} {s}\n  got  {t!r}\n  want {reference_analysis(p, s)!r}")
+        m = sft_step(verifier, opt, sched, batch_of(rng.sample(pool, 64)))
+        if step not in evals:
+            continue
+        print(f"step {step}: loss {m['loss']:.3f}, {time.time() - start:.0f} s", flush=True)
+        for name, samples in eval_sets.items():
+            judged = judge(verifier, tok, samples)
+            labels = [check_solution(p, "\n".join(s)).earliest_error for p, s in samples]
+            pb = processbench_metrics(
+                [j[0] if j else -2 for j in judged], labels
+            )  # -2: unparsed, never right
+            parsed = sum(j is not None for j in judged) / len(judged)
+            print(
+                f"  {name} samples: f1 {pb['f1']:.3f} acc_err {pb['acc_err']:.3f} "
+                f"acc_corr {pb['acc_corr']:.3f} (n_corr {pb['n_corr']}) parsed {parsed:.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
