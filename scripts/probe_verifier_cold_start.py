@@ -162,8 +162,11 @@ def main() -> None:
     held = heldout_split(spec, 256, 0)
 
     def samples_of(model: torch.nn.Module, problems: list[Problem], seed: int) -> list[Sample]:
-        out = sample(model, tok, [p.prompt for p in problems], max_new_tokens=48, seed=seed)
-        return [(p, split_steps(t)) for p, t in zip(problems, out.texts, strict=True)]
+        texts = []
+        for i in range(0, len(problems), 256):
+            chunk = [p.prompt for p in problems[i : i + 256]]
+            texts += sample(model, tok, chunk, max_new_tokens=48, seed=seed + i).texts
+        return [(p, split_steps(t)) for p, t in zip(problems, texts, strict=True)]
 
     pool = samples_of(gen, train_problems(spec, 2048, seed=0, tag="judge-pool", exclude=set(held)), 1)
     if args.pool == "mixed":
