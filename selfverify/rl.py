@@ -164,6 +164,16 @@ def terminal_token_rewards(scores: torch.Tensor, response_mask: torch.Tensor) ->
     )
 
 
+def task_token_rewards(
+    scores: torch.Tensor, steps: StepRewards | None, response_mask: torch.Tensor
+) -> torch.Tensor:
+    """[B, T] task rewards for token-level estimators: each step's reward on its last token, or the
+    sequence reward on the response's last token when there are no step rewards."""
+    if steps is None:
+        return terminal_token_rewards(scores, response_mask)
+    return step_rewards_to_token_rewards(steps.rewards, steps.end, steps.mask, response_mask.shape[1])
+
+
 def rl_step(
     learner: Learner,
     tok: PreTrainedTokenizerBase,
@@ -195,15 +205,12 @@ def rl_step(
 
     metrics: dict[str, float] = {}
     returns = None
-    # Process rewards (DESIGN §4): each step's reward on its last token for GAE estimators, GRPO with
-    # process supervision in place of any group estimator.
-    task_token_rewards = (
-        step_rewards_to_token_rewards(steps.rewards, steps.end, steps.mask, mask.shape[1])
-        if steps is not None
-        else terminal_token_rewards(scores, mask)
-    )
+    # Process rewards (DESIGN §4): each step's reward on its last token for the token-level estimators,
+    # GRPO with process supervision in place of any group estimator.
     if cfg.advantage == "gae":
-        token_rewards = task_token_rewards + (kl_reward if kl_reward is not None else 0.0)
+        token_rewards = task_token_rewards(scores, steps, mask) + (
+            kl_reward if kl_reward is not None else 0.0
+        )
         lam = (
             length_adaptive_lambda(rollout.lengths, cfg.length_adaptive_alpha)
             if cfg.length_adaptive_alpha
@@ -213,7 +220,9 @@ def rl_step(
         _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam_critic)
         metrics["value_explained_variance"] = float(explained_variance(values, returns, mask))
     elif cfg.advantage == "reinforce_plus_plus":
-        token_rewards = task_token_rewards + (kl_reward if kl_reward is not None else 0.0)
+        token_rewards = task_token_rewards(scores, steps, mask) + (
+            kl_reward if kl_reward is not None else 0.0
+        )
         advantages, _ = get_advantage_estimator("reinforce_plus_plus")(token_rewards, mask, gamma=cfg.gamma)
     elif steps is not None:
         advantages, _ = get_advantage_estimator("grpo_process")(
@@ -284,12 +293,7 @@ def value_pretrain_step(
     mask = b.rollout.response_mask
     with torch.no_grad():
         values = learner.critic(b.rollout)
-    steps = b.steps
-    token_rewards = (
-        step_rewards_to_token_rewards(steps.rewards, steps.end, steps.mask, mask.shape[1])
-        if steps is not None
-        else terminal_token_rewards(b.rewards, mask)
-    )
+    token_rewards = task_token_rewards(b.rewards, b.steps, mask)
     _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=1.0)
     m = value_update(
         learner.critic, learner.critic_optimizer, b.rollout, old_values=values, returns=returns, cfg=cfg
