@@ -53,7 +53,7 @@ from selfverify.rl import (
     uses_critic,
     value_pretrain_step,
 )
-from selfverify.rollout import Rollout, encode_pairs, line_end_tokens, sample
+from selfverify.rollout import Rollout, encode_pairs, line_end_tokens, sample_texts
 from selfverify.tasks import Problem, check_solution, heldout_split, split_steps, train_problems
 from selfverify.tracking import Tracker
 from selfverify.trainer import make_optimizer, sft_step
@@ -120,12 +120,15 @@ def generate_samples(
     cfg: Config, generator: torch.nn.Module, tok: Any, problems: Sequence[Problem], seed: int
 ) -> list[tuple[str, ...]]:
     """One temperature-1 sample per problem, as solution steps (batched)."""
-    out: list[tuple[str, ...]] = []
-    for i in range(0, len(problems), cfg.eval_batch_size):
-        chunk = [p.prompt for p in problems[i : i + cfg.eval_batch_size]]
-        rollout = sample(generator, tok, chunk, max_new_tokens=generator_tokens(cfg), seed=seed + i)
-        out.extend(tuple(split_steps(solution_part(cfg, t))) for t in rollout.texts)
-    return out
+    texts = sample_texts(
+        generator,
+        tok,
+        [p.prompt for p in problems],
+        max_new_tokens=generator_tokens(cfg),
+        batch_size=cfg.eval_batch_size,
+        seed=seed,
+    )
+    return [tuple(split_steps(solution_part(cfg, t))) for t in texts]
 
 
 def truth_labelled(problem: Problem, steps: Sequence[str]) -> Labelled:
@@ -265,21 +268,16 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     def generator_reward_fn(problems: list[Problem], rollout: Rollout) -> Scored:
         mode = cfg.reward.mode
         solutions = [split_steps(solution_part(cfg, t)) for t in rollout.texts]
-        if mode == "outcome":
-            rewards = outcome_rewards(
+
+        def outcome() -> torch.Tensor:
+            return outcome_rewards(
                 [check_solution(p, "\n".join(s)) for p, s in zip(problems, solutions, strict=True)]
             )
+
+        if mode == "outcome":
+            rewards = outcome()
             return Scored(rewards, rewards > 0)
-        verdicts = [
-            parse_analysis(t, len(s))
-            for t, s in zip(
-                verifier.generate(
-                    [verifier_prompt(p.prompt, s) for p, s in zip(problems, solutions, strict=True)]
-                ),
-                solutions,
-                strict=True,
-            )
-        ]
+        verdicts = verifier.analyse([p.prompt for p in problems], solutions)
         judged_right = torch.tensor([v.score == 1.0 for v in verdicts])
         if mode == "self_verify":
             rewards = []
@@ -305,11 +303,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             return Scored(torch.tensor(rewards), judged_right)
         step_scores = [v.step_scores for v in verdicts]
         if mode == "mix":
-            outcome = outcome_rewards(
-                [check_solution(p, "\n".join(s)) for p, s in zip(problems, solutions, strict=True)]
-            )
             step_scores = mix_step_rewards(
-                step_scores, outcome.tolist(), cfg.reward.process_weight, cfg.reward.outcome_weight
+                step_scores, outcome().tolist(), cfg.reward.process_weight, cfg.reward.outcome_weight
             )
         return Scored(
             torch.tensor([sum(s) for s in step_scores]), judged_right, step_rewards(tok, rollout, step_scores)
@@ -457,12 +452,13 @@ def scaled_verification(
     analysis that reports an issue, then :func:`scaled_verification_label`. Ground truth is used only
     to measure the labels (agreement, discard rate), never to make them."""
     lc = cfg.loop
-    prompts = [verifier_prompt(p.prompt, s) for p, s in zip(problems, samples, strict=True)]
-    texts = verifier.generate([q for q in prompts for _ in range(lc.scaled_n)], greedy=False, seed=seed)
-    analyses = [
-        [parse_analysis(texts[i * lc.scaled_n + j], len(s)) for j in range(lc.scaled_n)]
-        for i, s in enumerate(samples)
-    ]
+    flat = verifier.analyse(
+        [p.prompt for p in problems for _ in range(lc.scaled_n)],
+        [s for s in samples for _ in range(lc.scaled_n)],
+        greedy=False,
+        seed=seed,
+    )
+    analyses = [flat[i * lc.scaled_n : (i + 1) * lc.scaled_n] for i in range(len(samples))]
     meta_prompts = [
         meta_prompt(p.prompt, s, a.analysis)
         for p, s, group in zip(problems, samples, analyses, strict=True)
@@ -503,15 +499,14 @@ def evaluate_judges(
     reward-hacking signal: mean verifier score minus mean true score of the same samples."""
     problems = list(heldout[: cfg.loop.eval_samples])
     samples = generate_samples(cfg, generator, tok, problems, seed=cfg.seed * 7 + 999)
-    prompts = [verifier_prompt(p.prompt, s) for p, s in zip(problems, samples, strict=True)]
-    texts = verifier.generate(prompts)
-    verdicts = [parse_analysis(t, len(s)) for t, s in zip(texts, samples, strict=True)]
+    verdicts = verifier.analyse([p.prompt for p in problems], samples)
     checks = [check_solution(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
+    truth = [true_score(p, c) for p, c in zip(problems, checks, strict=True)]
     # An unparsable analysis names no step: it counts as wrong on either kind of sample.
     preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
     pb = processbench_metrics(preds, [c.earliest_error for c in checks])
     judged = meta.judge(
-        [meta_prompt(p.prompt, s, t) for p, s, t in zip(problems, samples, texts, strict=True)]
+        [meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)]
     )
     meta_acc = sum(
         ms == meta_label(p, v, c) for (ms, _), p, v, c in zip(judged, problems, verdicts, checks, strict=True)
@@ -523,10 +518,6 @@ def evaluate_judges(
         "verifier_acc_corr": pb["acc_corr"],
         "verifier_parse_rate": sum(v.parsed for v in verdicts) / n,
         "meta_accuracy": meta_acc / n,
-        "sample_true_score": sum(true_score(p, c) for p, c in zip(problems, checks, strict=True)) / n,
-        "reward_hacking_gap": (
-            sum(v.score for v in verdicts)
-            - sum(true_score(p, c) for p, c in zip(problems, checks, strict=True))
-        )
-        / n,
+        "sample_true_score": sum(truth) / n,
+        "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(truth)) / n,
     }

@@ -29,13 +29,12 @@ from transformers import GenerationConfig
 
 from selfverify.models import load_pretrained
 from selfverify.prm_train import CORRUPTIONS, corrupt_solution
-from selfverify.rollout import Rollout, encode_pairs, sample
+from selfverify.rollout import Rollout, encode_pairs, sample_texts
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
 from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
     GenerativeVerifier,
     expected_lines,
-    parse_analysis,
     reference_analysis,
     score_for,
     verifier_prompt,
@@ -134,9 +133,9 @@ def _parse_interleaved(text: str, n_steps: int) -> tuple[int, float] | None:
 
 
 def plain_judge(model, tok, samples: Sequence[Sample]) -> list[tuple[int, float] | None]:
-    verifier = GenerativeVerifier(model, tok, max_new_tokens=80)
-    texts = verifier.generate([verifier_prompt(p.prompt, s) for p, s in samples])
-    verdicts = [parse_analysis(t, len(s)) for t, (_, s) in zip(texts, samples, strict=True)]
+    verdicts = GenerativeVerifier(model, tok, max_new_tokens=80).analyse(
+        [p.prompt for p, _ in samples], [s for _, s in samples]
+    )
     return [(v.earliest_error, v.score) if v.parsed else None for v in verdicts]
 
 
@@ -162,10 +161,9 @@ def main() -> None:
     held = heldout_split(spec, 256, 0)
 
     def samples_of(model: torch.nn.Module, problems: list[Problem], seed: int) -> list[Sample]:
-        texts = []
-        for i in range(0, len(problems), 256):
-            chunk = [p.prompt for p in problems[i : i + 256]]
-            texts += sample(model, tok, chunk, max_new_tokens=48, seed=seed + i).texts
+        texts = sample_texts(
+            model, tok, [p.prompt for p in problems], max_new_tokens=48, batch_size=256, seed=seed
+        )
         return [(p, split_steps(t)) for p, t in zip(problems, texts, strict=True)]
 
     pool = samples_of(gen, train_problems(spec, 2048, seed=0, tag="judge-pool", exclude=set(held)), 1)

@@ -8,6 +8,7 @@ left-padded prompts, so logprobs recomputed for training match the sampling dist
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -91,6 +92,34 @@ def sample(
     attention_mask = torch.cat([enc["attention_mask"], response_mask.long()], dim=1)
     texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
     return Rollout(out, attention_mask, response_mask, prompt_len, texts, truncated)
+
+
+def sample_texts(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    greedy: bool = False,
+    temperature: float = 1.0,
+    seed: int | None = None,
+) -> list[str]:
+    """One response text per prompt, sampled ``batch_size`` prompts at a time (batch i seeded
+    ``seed + i``), for many prompts where only the texts matter."""
+    texts: list[str] = []
+    for i in range(0, len(prompts), batch_size):
+        out = sample(
+            model,
+            tokenizer,
+            list(prompts[i : i + batch_size]),
+            max_new_tokens=max_new_tokens,
+            greedy=greedy,
+            temperature=temperature,
+            seed=None if seed is None else seed + i,
+        )
+        texts.extend(out.texts)
+    return texts
 
 
 def encode_pairs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str]) -> Rollout:

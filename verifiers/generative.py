@@ -45,7 +45,7 @@ from transformers import PreTrainedTokenizerBase
 
 from selfverify.io import atomic_write_json
 from selfverify.models import load_pretrained, save_pretrained
-from selfverify.rollout import sample
+from selfverify.rollout import sample_texts
 from selfverify.tasks import Problem, StepCheck, check_solution
 from verifiers.base import Verdict, VerifyInput
 
@@ -223,19 +223,16 @@ class LMJudge:
         temperature: float = 1.0,
         seed: int | None = None,
     ) -> list[str]:
-        texts: list[str] = []
-        for i in range(0, len(prompts), self.batch_size):
-            out = sample(
-                self.model,
-                self.tokenizer,
-                list(prompts[i : i + self.batch_size]),
-                max_new_tokens=self.max_new_tokens,
-                greedy=greedy,
-                temperature=temperature,
-                seed=None if seed is None else seed + i,
-            )
-            texts.extend(out.texts)
-        return texts
+        return sample_texts(
+            self.model,
+            self.tokenizer,
+            prompts,
+            max_new_tokens=self.max_new_tokens,
+            batch_size=self.batch_size,
+            greedy=greedy,
+            temperature=temperature,
+            seed=seed,
+        )
 
 
 class GenerativeVerifier(LMJudge):
@@ -244,9 +241,21 @@ class GenerativeVerifier(LMJudge):
     name = "generative"
     kind = "generative"
 
+    def analyse(
+        self,
+        problem_prompts: Sequence[str],
+        steps: Sequence[Sequence[str]],
+        *,
+        greedy: bool = True,
+        seed: int | None = None,
+    ) -> list[Verdict]:
+        """One analysis of each solution (``Verdict.analysis`` holds the text as written)."""
+        prompts = [verifier_prompt(q, s) for q, s in zip(problem_prompts, steps, strict=True)]
+        texts = self.generate(prompts, greedy=greedy, seed=seed)
+        return [parse_analysis(t, len(s)) for t, s in zip(texts, steps, strict=True)]
+
     def verify_batch(self, items: Sequence[VerifyInput]) -> list[Verdict]:
-        prompts = [verifier_prompt(problem_prompt(it.problem), it.steps) for it in items]
-        return [parse_analysis(t, len(it.steps)) for t, it in zip(self.generate(prompts), items, strict=True)]
+        return self.analyse([problem_prompt(it.problem) for it in items], [it.steps for it in items])
 
     def save(self, path: Path) -> None:
         """An HF model directory plus ``verifier.json``; ``load_verifier(path)`` reads it back."""
