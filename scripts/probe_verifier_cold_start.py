@@ -35,6 +35,7 @@ from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
     GenerativeVerifier,
     expected_lines,
+    format_score,
     reference_analysis,
     score_for,
     verifier_prompt,
@@ -60,7 +61,7 @@ def interleaved_segments(
         out.append((given + "$" * (i >= n - 1) + " ", 0.0))
         out.append(("-" if i == error or n == 0 else "+", mark_weight))
     score = score_for(problem, error)
-    out.append(("\nS:" + ("0.5" if score == 0.5 else str(int(score))), mark_weight))
+    out.append(("\nS:" + format_score(score), mark_weight))
     return out
 
 

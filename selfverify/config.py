@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from selfverify.models import ModelSpec
+from selfverify.rewards import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
 from selfverify.tasks import TaskSpec
 
 
@@ -93,8 +94,8 @@ class RewardConfig:
     mode: str = "outcome"
     process_weight: float = 0.5
     outcome_weight: float = 0.5
-    alpha: float = 0.76
-    beta: float = 0.24
+    alpha: float = SELF_VERIFY_ALPHA
+    beta: float = SELF_VERIFY_BETA
 
 
 @dataclass

@@ -101,7 +101,7 @@ def analysis_text(problem: Problem, n_steps: int, earliest_error: int, score: fl
     expected = expected_lines(problem, n_steps)
     last = earliest_error if earliest_error >= 0 else n_steps - 1
     marks = [f"{expected[i]} {'-' if i == earliest_error else '+'}" for i in range(min(last + 1, n_steps))]
-    return "\n".join([*marks, f"S:{_fmt(score)}"])
+    return "\n".join([*marks, f"S:{format_score(score)}"])
 
 
 def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Random) -> str:
@@ -118,7 +118,8 @@ def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Rand
     return analysis_text(problem, n, error, score)
 
 
-def _fmt(score: float) -> str:
+def format_score(score: float) -> str:
+    """A score on the {0, 0.5, 1} scale as the formats write it."""
     return "0.5" if score == 0.5 else str(int(score))
 
 
@@ -159,7 +160,7 @@ def parse_meta(text: str) -> tuple[float, bool]:
 
 
 def format_meta(score: float) -> str:
-    return f"M:{_fmt(score)}"
+    return f"M:{format_score(score)}"
 
 
 def split_self_evaluation(response: str) -> tuple[str, str | None]:
