@@ -23,7 +23,7 @@ import copy
 import dataclasses
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from selfverify.rl import (
 )
 from selfverify.rollout import Rollout, encode_pairs, line_end_tokens, sample_texts
 from selfverify.tasks import Problem, check_solution, heldout_split, split_steps, train_problems
+from selfverify.tasks.arithmetic import synthetic_solution
 from selfverify.tracking import Tracker
 from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
@@ -131,6 +132,14 @@ def generate_samples(
     return [tuple(split_steps(solution_part(cfg, t))) for t in texts]
 
 
+def meta_item(problem: Problem, steps: tuple[str, ...], analysis: str) -> MetaItem:
+    """An analysis of a solution with its ground-truth meta label."""
+    check = check_solution(problem, "\n".join(steps))
+    return MetaItem(
+        problem, steps, analysis, meta_label(problem, parse_analysis(analysis, len(steps)), check)
+    )
+
+
 def truth_labelled(problem: Problem, steps: Sequence[str]) -> Labelled:
     check = check_solution(problem, "\n".join(steps))
     return Labelled(problem, tuple(steps), reference_analysis(problem, steps), true_score(problem, check))
@@ -144,6 +153,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     tok = build_char_tokenizer()
     if (ckpt / "latest").exists():
         models, tok, state = load_bundle(ckpt / "latest")
+    elif cfg.init_from is not None and (Path(cfg.init_from) / "judge").is_dir():
+        # A loop's cold start (a run with loop.rounds=0): generator, judge and seed pool, so the
+        # rounds start at once. Studies share one per seed across reward modes.
+        models, tok, state = load_bundle(Path(cfg.init_from))
+        if (state["phase"], state["round"]) != ("verifier", 0):
+            raise ValueError(
+                f"init_from={cfg.init_from}: not a checkpoint taken right after the judge cold start"
+            )
+        state.update(lines=0, rounds=[], wall=0.0, phase_seconds={})
     else:
         models = {"generator": build_model(cfg.model, tok, cfg.seed)}
         state = {"phase": "cold_start", "round": 0, "lines": 0, "figures": {}, "rounds": [], "wall": 0.0}
@@ -157,6 +175,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     def save(phase: str, **updates: Any) -> None:
         """Checkpoint all three models and the state: a killed run resumes at ``phase``."""
         now = time.time()
+        seconds = state.setdefault("phase_seconds", {})  # where the wall time went, per phase
+        seconds[state["phase"]] = seconds.get(state["phase"], 0.0) + now - clock[0]
         state.update(phase=phase, lines=tracker.count, wall=state["wall"] + now - clock[0], **updates)
         clock[0] = now
         save_bundle(ckpt / "latest", models, tok, state)
@@ -181,7 +201,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             exclude=exclude,
         )
 
-    # 1. Generator cold start (or a given cold-started policy: init_from).
+    # 1. Generator cold start (or a given cold-started policy: init_from, an HF model directory).
     if state["phase"] == "cold_start" and cfg.init_from is not None:
         generator = models["generator"] = load_pretrained(cfg.init_from)[0]
     elif state["phase"] == "cold_start":
@@ -195,12 +215,14 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         cold = evaluate()
         figures["cold_start_accuracy"] = cold["accuracy"]
         tracker.log("eval", 0, cold)
-        models["verifier"] = copy.deepcopy(generator)
-        models["meta"] = copy.deepcopy(generator)
+        models["judge"] = copy.deepcopy(generator)
         save("judges")
 
-    verifier = GenerativeVerifier(models["verifier"], tok, max_new_tokens=lc.judge_max_new_tokens)
-    meta = MetaVerifier(models["meta"], tok, max_new_tokens=8)
+    # One judge model is both the verifier (prompts ending ``#V``) and the meta-verifier (``#M``), as
+    # in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis needs the same
+    # skill as writing one, and one model trains once.
+    verifier = GenerativeVerifier(models["judge"], tok, max_new_tokens=lc.judge_max_new_tokens)
+    meta = MetaVerifier(models["judge"], tok, max_new_tokens=8)
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
     pool_problems = train_problems(cfg.task, lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
@@ -215,37 +237,59 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         rng = random.Random(seed)
         out = []
         for it, text in zip(items, analyses, strict=True):
-            check = check_solution(it.problem, "\n".join(it.steps))
             for analysis in (text.strip(), it.analysis, unfaithful_analysis(it.problem, it.steps, rng)):
-                verdict = parse_analysis(analysis, len(it.steps))
-                out.append(MetaItem(it.problem, it.steps, analysis, meta_label(it.problem, verdict, check)))
+                out.append(meta_item(it.problem, it.steps, analysis))
         return out
 
-    def judge_sft(model: torch.nn.Module, pairs: list[tuple[str, str]], steps: int, phase: str) -> None:
-        """Supervised fine-tuning of the verifier or the meta-verifier on (prompt, target) pairs."""
+    def judge_sft(
+        batches: Callable[[int, random.Random], list[tuple[str, str]]], steps: int, phase: str
+    ) -> None:
+        """Supervised fine-tuning of the judge on (prompt, target) batches drawn per step."""
         opt, sched = make_optimizer(
-            model, lc.judge_sft_lr, warmup_steps=min(20, steps // 5), total_steps=steps
+            verifier.model, lc.judge_sft_lr, warmup_steps=min(20, steps // 5), total_steps=steps
         )
         rng = random.Random(f"{cfg.seed}-{phase}-{state['round']}")
         desc = f"round {state['round']}: {phase}" if state["phase"] != "judges" else f"cold start: {phase}"
         for step in tqdm(range(steps), desc=desc, disable=not progress):
-            batch = rng.sample(pairs, min(lc.judge_sft_batch_size, len(pairs)))
-            m = sft_step(model, opt, sched, encode_pairs(tok, [p for p, _ in batch], [t for _, t in batch]))
+            batch = batches(step, rng)
+            m = sft_step(
+                verifier.model, opt, sched, encode_pairs(tok, [p for p, _ in batch], [t for _, t in batch])
+            )
             tracker.log(phase, step + 1, m | {"round": float(state["round"])})
 
-    # 2. Verifier and meta-verifier cold start on the labelled pool (kept: later rounds' meta-verifier
-    # data are analyses of these same labelled samples).
+    def meta_example(problem: Problem, steps: Sequence[str], rng: random.Random) -> tuple[str, str]:
+        """A faithful or an unfaithful analysis of the solution (even odds) and its meta label."""
+        if rng.random() < 0.5:
+            analysis = reference_analysis(problem, steps)
+        else:
+            analysis = unfaithful_analysis(problem, steps, rng)
+        it = meta_item(problem, tuple(steps), analysis)
+        return it.prompt, format_meta(it.label)
+
+    # 2. Judge cold start. Each step's batch: solutions from the labelled pool, and fresh synthetic ones
+    # (the reference, or the reference with one injected error: unlimited labelled data, so the judge
+    # learns to check a step instead of memorising the pool); each solution becomes a verifier example
+    # (its faithful analysis) or a meta-verifier example (a faithful or unfaithful analysis, labelled).
     if state["phase"] == "judges":
         state["pool"] = [(it.problem, it.steps) for it in labelled_pool()]
     pool = [truth_labelled(p, s) for p, s in state.get("pool", [])]
+
+    def cold_start_batch(step: int, rng: random.Random) -> list[tuple[str, str]]:
+        n_syn = round(lc.judge_sft_batch_size * lc.judge_synthetic_fraction)
+        fresh = train_problems(cfg.task, n_syn, seed=cfg.seed, tag=f"judge-{step}", exclude=exclude)
+        solutions = [(p, synthetic_solution(p, rng, correct_fraction=0.4)[1]) for p in fresh]
+        solutions += [
+            (it.problem, it.steps) for it in rng.sample(pool, min(len(pool), lc.judge_sft_batch_size - n_syn))
+        ]
+        return [
+            meta_example(p, s, rng)
+            if rng.random() < lc.judge_meta_fraction
+            else (verifier_prompt(p.prompt, s), reference_analysis(p, s))
+            for p, s in solutions
+        ]
+
     if state["phase"] == "judges":
-        judge_sft(
-            verifier.model, [(it.prompt, it.analysis) for it in pool], lc.judge_sft_steps, "verifier_sft"
-        )
-        items = meta_items(pool, seed=cfg.seed * 7 + 2)
-        judge_sft(
-            meta.model, [(it.prompt, format_meta(it.label)) for it in items], lc.judge_sft_steps, "meta_sft"
-        )
+        judge_sft(cold_start_batch, lc.judge_sft_steps, "judge_sft")
         save("verifier", round=0)
 
     # Rewards the judges and the generator are trained with.
@@ -310,7 +354,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             torch.tensor([sum(s) for s in step_scores]), judged_right, step_rewards(tok, rollout, step_scores)
         )
 
-    def judge_rl(model: torch.nn.Module, items: Sequence[Any], reward_fn: Any, steps: int, tag: str) -> None:
+    def judge_rl(items: Sequence[Any], reward_fn: Any, steps: int, tag: str) -> None:
         if steps == 0 or not items:
             return
         jcfg = dataclasses.replace(
@@ -326,8 +370,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             value_pretrain_steps=0,
             pos_lm_coef=0.0,
         )
-        opt, sched = make_optimizer(model, lc.judge_rl_lr)
-        learner = Learner(model, opt, sched)
+        opt, sched = make_optimizer(verifier.model, lc.judge_rl_lr)
+        learner = Learner(verifier.model, opt, sched)
         rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
         for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
             batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
@@ -335,26 +379,29 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             tracker.log(f"{tag}_rl", state["round"] * steps + step + 1, m)
 
     # 3. Rounds. The generator's rl.steps are split evenly over them.
-    per_round = cfg.rl.steps // lc.rounds
+    per_round = cfg.rl.steps // max(lc.rounds, 1)  # loop.rounds=0: the cold starts only
     while state["round"] < lc.rounds:
         r = state["round"]
         if state["phase"] == "verifier":
             data = state["auto"] if r > 0 else pool
-            if r > 0 and data:
-                judge_sft(
-                    verifier.model,
-                    [(it.prompt, it.analysis) for it in data],
-                    lc.auto_sft_steps,
-                    "verifier_sft",
-                )
-            judge_rl(verifier.model, data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
-            judge_rl(
-                meta.model,
-                meta_items(pool, seed=cfg.seed * 7 + 3 + r),
-                meta_reward_fn,
-                lc.meta_rl_steps,
-                "meta",
-            )
+            if r > 0 and data:  # the auto-labels, with meta-verifier examples from the seed pool
+
+                def auto_batch(
+                    _step: int, rng: random.Random, data: list[Labelled] = data
+                ) -> list[tuple[str, str]]:
+                    return [
+                        meta_example(it.problem, it.steps, rng)
+                        if rng.random() < lc.judge_meta_fraction
+                        else (it.prompt, it.analysis)
+                        for it in rng.sample(data, min(len(data), lc.judge_sft_batch_size))
+                    ]
+
+                judge_sft(auto_batch, lc.auto_sft_steps, "judge_sft")
+            judge_rl(data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
+            # Meta RL items: analyses of only as many pool samples as the steps consume (3 items each).
+            need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // 3)
+            subset = random.Random(f"{cfg.seed}-meta-{r}").sample(pool, min(len(pool), need))
+            judge_rl(meta_items(subset, seed=cfg.seed * 7 + 3 + r), meta_reward_fn, lc.meta_rl_steps, "meta")
             save("generator", step=0)
         if state["phase"] == "generator":
             opt, sched = make_optimizer(generator, cfg.rl.lr, warmup_steps=cfg.rl.warmup_steps)
@@ -420,6 +467,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     summary = dict(figures)
     summary["rounds"] = state["rounds"]
     summary["wall_seconds"] = state["wall"] + time.time() - clock[0]
+    summary["phase_seconds"] = {k: round(v, 1) for k, v in state.get("phase_seconds", {}).items()}
     return summary
 
 
@@ -508,16 +556,19 @@ def evaluate_judges(
     judged = meta.judge(
         [meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)]
     )
-    meta_acc = sum(
-        ms == meta_label(p, v, c) for (ms, _), p, v, c in zip(judged, problems, verdicts, checks, strict=True)
-    )
+    labels = [meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]
+    hits = [ms == label for (ms, _), label in zip(judged, labels, strict=True)]
+    unfaithful = [h for h, label in zip(hits, labels, strict=True) if label < 1.0]
     n = len(samples)
     return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
         "verifier_f1": pb["f1"],
         "verifier_acc_err": pb["acc_err"],
         "verifier_acc_corr": pb["acc_corr"],
         "verifier_parse_rate": sum(v.parsed for v in verdicts) / n,
-        "meta_accuracy": meta_acc / n,
+        "meta_accuracy": sum(hits) / n,
+        # On the analyses that are not faithful alone: a meta-verifier that always says "faithful"
+        # scores 0 here however good the verifier (and so meta_accuracy) is.
+        "meta_accuracy_unfaithful": sum(unfaithful) / len(unfaithful) if unfaithful else None,
         "sample_true_score": sum(truth) / n,
         "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(truth)) / n,
     }

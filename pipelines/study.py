@@ -7,11 +7,12 @@ An arm is a name and a list of overrides (``--objectives A,B`` adds one arm ``ob
 Trailing overrides apply to every run. Each run is an ordinary ``python -m selfverify.loop`` run in
 ``OUT/runs/<arm>-seed<seed>``; finished runs are skipped, so a killed study resumes where it stopped.
 
-``--share-cold-start`` runs the generator's cold start once per seed (``OUT/runs/cold-start-seed<seed>``:
-the trailing overrides, ``pipeline=rl`` and ``rl.steps=0``) and starts every arm of that seed from it
-(``init_from``). Use it only when arms differ after the cold start (objectives, RL knobs, the outcome,
-process and mix reward modes; not self_verify, whose demonstrations differ); the wall column then
-leaves the cold start out.
+``--share-cold-start`` runs the cold start once per seed and starts every arm of that seed from it
+(``init_from``): for plain RL arms the generator's (``OUT/runs/cold-start-seed<seed>``: the trailing
+overrides, ``pipeline=rl`` and ``rl.steps=0``); for ``pipeline=selfverify`` arms the generator's and the
+judge's (``OUT/runs/loop-cold-start-seed<seed>``: ``loop.rounds=0``). Arms must then differ only after
+the cold start (objectives, RL knobs, the outcome, process and mix reward modes); a self_verify arm
+keeps its own cold start (its demonstrations differ). The wall column leaves shared cold starts out.
 """
 
 from __future__ import annotations
@@ -187,30 +188,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {run_dir.name}", file=sys.stderr)
         return run_loop([*flags, "--run-dir", str(run_dir), *overrides])
 
-    shared: dict[int, list[str]] = {seed: [] for seed in seeds}
-    if args.share_cold_start and any("reward.mode=self_verify" in o for _, ov in arms for o in ov):
-        parser.error(
-            "--share-cold-start: a self_verify arm needs its own cold start (its demonstrations differ)"
-        )
-    if args.share_cold_start:
-        for seed in seeds:
-            cold_dir = out / "runs" / f"cold-start-seed{seed}"
-            cold_overrides = [
-                *args.overrides,
-                "pipeline=rl",
-                "reward.mode=outcome",
-                "rl.steps=0",
-                f"seed={seed}",
-            ]
-            if code := ensure_run(cold_dir, cold_overrides):
-                return code
-            shared[seed] = [f"init_from={cold_dir / 'checkpoints' / 'cold_start'}"]
+    def cold_start(seed: int, arm_overrides: list[str]) -> list[str]:
+        """The init_from override of an arm's shared cold start (run on first use), or none."""
+        every = [*args.overrides, *arm_overrides]
+        if not args.share_cold_start or "reward.mode=self_verify" in every:
+            return []
+        loop = "pipeline=selfverify" in every
+        cold_dir = out / "runs" / f"{'loop-' if loop else ''}cold-start-seed{seed}"
+        stage = ["pipeline=selfverify", "loop.rounds=0"] if loop else ["pipeline=rl", "rl.steps=0"]
+        if code := ensure_run(cold_dir, [*args.overrides, *stage, "reward.mode=outcome", f"seed={seed}"]):
+            raise SystemExit(code)
+        return [f"init_from={cold_dir / 'checkpoints' / ('latest' if loop else 'cold_start')}"]
+
     results = []
     for name, arm_overrides in arms:
         dirs = []
         for seed in seeds:
             run_dir = out / "runs" / f"{name}-seed{seed}"
-            if code := ensure_run(run_dir, [*args.overrides, *arm_overrides, *shared[seed], f"seed={seed}"]):
+            shared = cold_start(seed, arm_overrides)
+            if code := ensure_run(run_dir, [*args.overrides, *arm_overrides, *shared, f"seed={seed}"]):
                 return code
             dirs.append(run_dir)
         results.append(collect_arm(name, dirs, args.threshold))

@@ -4,7 +4,7 @@ The problems are ``heldout_split(TaskSpec(), skip + n, heldout_seed)[skip:]``: h
 ``python -m selfverify.prm_train`` never trains on (it excludes the first ``--heldout-exclude``, 2048 by
 default, of the same split). Each gets one solution: the reference with probability
 ``--correct-fraction`` (label -1), else the reference with one error drawn from
-``selfverify.prm_train.CORRUPTIONS`` (wrong result, wrong operand, skipped operation, missing answer
+``selfverify.tasks.arithmetic.CORRUPTIONS`` (wrong result, wrong operand, skipped operation, missing answer
 line, wrong final answer). Labels are the ground-truth checker's earliest wrong step.
 
 Records: ``{"id", "problem", "steps", "label", "corruption"}``. Use disjoint ``--skip`` ranges for a dev

@@ -28,9 +28,9 @@ import torch
 from transformers import GenerationConfig
 
 from selfverify.models import load_pretrained
-from selfverify.prm_train import CORRUPTIONS, corrupt_solution
 from selfverify.rollout import Rollout, encode_pairs, sample_texts
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
+from selfverify.tasks.arithmetic import CORRUPTIONS, corrupt_solution
 from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
     GenerativeVerifier,
@@ -133,6 +133,41 @@ def _parse_interleaved(text: str, n_steps: int) -> tuple[int, float] | None:
     return (wrong if n_steps else 0), float(score.group(1))
 
 
+def cmc_analysis(problem: Problem, steps: Sequence[str]) -> str:
+    """Copy-mark-correct: each judged line is the given step, its mark, and for the wrong one the
+    step as it should read; then the score."""
+    check = check_solution(problem, "\n".join(steps))
+    n, error = len(check.steps), check.earliest_error
+    expected = expected_lines(problem, max(n, 1))
+    last = error if error >= 0 else n - 1
+    lines = [
+        f"{check.steps[i]} - {expected[i]}" if i == error else f"{check.steps[i]} +" for i in range(last + 1)
+    ] if n else [f". - {expected[0]}"]
+    return "\n".join([*lines, "S:" + format_score(score_for(problem, error))])
+
+
+_CMC = re.compile(r"^(\S{1,40}) ([+-])(?: \S{1,40})?$")
+
+
+def cmc_judge(model, tok, samples: Sequence[Sample]) -> list[tuple[int, float] | None]:
+    texts = GenerativeVerifier(model, tok, max_new_tokens=80).generate(
+        [verifier_prompt(p.prompt, s) for p, s in samples]
+    )
+    out = []
+    for text, (_, steps) in zip(texts, samples, strict=True):
+        lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+        score = re.fullmatch(r"S:(0|0\.5|1)", lines[-1]) if lines else None
+        marks = [m.group(2) if (m := _CMC.match(x)) else "?" for x in lines[:-1]]
+        if score is None or "?" in marks:
+            out.append(None)
+            continue
+        wrong = marks.index("-") if "-" in marks else -1
+        n = len(steps)
+        ok = len(marks) == (wrong + 1 if wrong >= 0 else n) or (n == 0 and marks == ["-"])
+        out.append(((wrong if n else 0), float(score.group(1))) if ok else None)
+    return out
+
+
 def plain_judge(model, tok, samples: Sequence[Sample]) -> list[tuple[int, float] | None]:
     verdicts = GenerativeVerifier(model, tok, max_new_tokens=80).analyse(
         [p.prompt for p, _ in samples], [s for _, s in samples]
@@ -153,6 +188,15 @@ def main() -> None:
     parser.add_argument("--eval-at", default="300", help="comma-separated SFT steps to evaluate at")
     parser.add_argument("--interleaved", action="store_true", help="the exploratory interleaved format")
     parser.add_argument("--mark-weight", type=float, default=1.0, help="loss weight of marks and score")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--cmc", action="store_true", help="the copy-mark-correct format")
+    parser.add_argument("--decision-weight", type=float, default=1.0, help="loss weight, last line + score")
+    parser.add_argument(
+        "--stream",
+        type=float,
+        default=0.0,
+        help="fraction of each batch drawn as fresh references (40%% clean, else one injected error)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     evals = sorted(int(x) for x in args.eval_at.split(","))
@@ -182,21 +226,34 @@ def main() -> None:
             )
     eval_sets = {"cold": samples_of(gen, held, 999), "trained": samples_of(trained, held, 999)}
     verifier = copy.deepcopy(gen)
-    judge = interleaved_judge if args.interleaved else plain_judge
+    judge = interleaved_judge if args.interleaved else cmc_judge if args.cmc else plain_judge
 
     def batch_of(chosen: list[Sample]) -> Rollout:
         if args.interleaved:
             return interleaved_batch(tok, chosen, args.mark_weight)
-        return encode_pairs(
-            tok,
-            [verifier_prompt(p.prompt, s) for p, s in chosen],
-            [reference_analysis(p, s) for p, s in chosen],
-        )
+        targets = [(cmc_analysis if args.cmc else reference_analysis)(p, s) for p, s in chosen]
+        batch = encode_pairs(tok, [verifier_prompt(p.prompt, s) for p, s in chosen], targets)
+        for b, t in enumerate(targets):  # the decision: the last judged line and the score line
+            cut = t.rstrip("\n").rfind("\n", 0, t.rstrip("\n").rfind("\n")) + 1
+            batch.response_mask[b, cut : len(t) + 1] *= args.decision_weight
+        return batch
 
     opt, sched = make_optimizer(verifier, args.lr, warmup_steps=20, total_steps=evals[-1])
     rng, start = random.Random(1), time.time()
     for step in range(1, evals[-1] + 1):
-        m = sft_step(verifier, opt, sched, batch_of(rng.sample(pool, 64)))
+        n_fresh = round(args.batch * args.stream)
+        fresh = []
+        for p in train_problems(spec, n_fresh, seed=0, tag=f"stream-{step}", exclude=set(held)):
+            clean = rng.random() < 0.4
+            fresh.append(
+                (
+                    p,
+                    p.reference_solution().splitlines()
+                    if clean
+                    else corrupt_solution(p, rng.choice(CORRUPTIONS), rng),
+                )
+            )
+        m = sft_step(verifier, opt, sched, batch_of(rng.sample(pool, args.batch - n_fresh) + fresh))
         if step not in evals:
             continue
         print(f"step {step}: loss {m['loss']:.3f}, {time.time() - start:.0f} s", flush=True)

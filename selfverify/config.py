@@ -104,12 +104,14 @@ class RoundsConfig:
     verifier, scaled verification of fresh samples into the next round's verifier data."""
 
     rounds: int = 2
-    # Verifier / meta-verifier cold start (SFT, initialised from the cold-started generator).
-    judge_sft_steps: int = 300
+    # The judge (one model: verifier and meta-verifier) cold start: SFT from the cold-started generator.
+    judge_sft_steps: int = 1000
     judge_sft_batch_size: int = 64
     judge_sft_lr: float = 1e-3
-    judge_pool: int = 2048  # generator samples labelled for the judges' cold start
-    judge_max_new_tokens: int = 80
+    judge_pool: int = 2048  # generator samples labelled for the judge's cold start
+    judge_synthetic_fraction: float = 0.5  # of each batch: fresh references with or without an error
+    judge_meta_fraction: float = 0.5  # of each batch: meta-verifier examples (the rest: verifier)
+    judge_max_new_tokens: int = 96
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
     meta_rl_steps: int = 10
@@ -122,7 +124,7 @@ class RoundsConfig:
     scaled_n: int = 4
     scaled_m: int = 3
     scaled_k: int = 2
-    auto_sft_steps: int = 100  # verifier SFT on the auto-labels before the next round
+    auto_sft_steps: int = 100  # judge SFT on the auto-labels before the next round
     labels: str = "auto"  # auto: rounds after the first train the verifier on auto-labels only; truth
     eval_samples: int = 256  # held-out generator samples for verifier F1 / meta accuracy
 
@@ -141,8 +143,9 @@ class Config:
     objective: str | None = None  # a preset in configs/objectives/, applied over the config file
     pipeline: str = "rl"
     threads: int = 2
-    # A checkpoint directory whose policy stands in for the cold start (SFT is skipped). Studies use it
-    # to share one cold start per seed across arms that differ only after it.
+    # A checkpoint directory whose policy stands in for the cold start (SFT is skipped); for
+    # pipeline=selfverify also the checkpoints/latest of a loop.rounds=0 run (generator and judge after
+    # their cold starts). Studies use it to share one cold start per seed across arms.
     init_from: str | None = None
     checkpoint_every: int = 20
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -211,6 +214,14 @@ def check_choices(cfg: Config) -> None:
     for key, (value, allowed) in choices.items():
         if value not in allowed:
             raise ConfigError(f"config key '{key}': {value!r} is not one of {list(allowed)}")
+    fractions = {
+        "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
+        "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
+        "loop.judge_meta_fraction": cfg.loop.judge_meta_fraction,
+    }
+    for key, value in fractions.items():
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"config key '{key}': {value!r} is not a fraction in [0, 1]")
     if cfg.pipeline == "rl" and cfg.reward.mode != "outcome":
         raise ConfigError(
             f"config key 'reward.mode': {cfg.reward.mode!r} needs a verifier (pipeline=selfverify); "

@@ -9,8 +9,8 @@ Training data, mixed:
 - ``--embedded N``: N problems of the embedded arithmetic world (``train_problems`` of the default
   ``TaskSpec``, never one of the first ``--heldout-exclude`` problems of its ``heldout_split`` with
   ``--heldout-seed``), each with one solution: the reference with probability ``--correct-fraction``,
-  else the reference with one realistic error (see :data:`CORRUPTIONS`). Step labels come from the
-  ground-truth checker ``check_solution``.
+  else the reference with one realistic error (``tasks.arithmetic.CORRUPTIONS``). Step labels come
+  from the ground-truth checker ``check_solution``.
 - ``--data FILE ...``: ProcessBench-format JSONL (``problem``, ``steps``, ``label`` = earliest wrong
   step, -1 if none). Steps before the label are correct (1), the labelled step is wrong (0), the steps
   after it are left out of the loss (ProcessBench labels say nothing about them). Records without a
@@ -52,7 +52,7 @@ from selfverify.io import RecordError, read_records, report_record_error
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.score import parse_record
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, train_problems
-from selfverify.tasks.arithmetic import ANSWER_PREFIX, OPS
+from selfverify.tasks.arithmetic import synthetic_solution
 from verifiers.base import VerifyInput
 from verifiers.metrics import processbench_metrics
 from verifiers.prm import (
@@ -63,16 +63,6 @@ from verifiers.prm import (
     base_model,
     choose_threshold,
 )
-
-# One error per corrupted solution, each a mistake a solver makes:
-# offset: a step's result is off by a little, later steps carry the wrong value on;
-# operand: a step uses a wrong number (its left operand miscopied or the problem's operand misread),
-#   with the arithmetic right for the wrong number;
-# skip: one operation of the problem is left out, the rest done right;
-# no_answer: the working is right but the answer line is missing (wrong at the last step);
-# final: the working is right but the answer line states another value.
-CORRUPTIONS = ("offset", "operand", "skip", "no_answer", "final")
-_OFFSETS = (-10, -3, -2, -1, 1, 2, 3, 10)
 
 
 @dataclass(frozen=True)
@@ -85,54 +75,9 @@ class StepRecord:
     source: str = ""
 
 
-def _work(start: int, ops: Sequence[tuple[str, int]]) -> tuple[list[str], int]:
-    """Solution lines ``a op b=c`` for ``ops`` applied left to right from ``start``; the final value."""
-    lines, acc = [], start
-    for op, b in ops:
-        value = OPS[op](acc, b)
-        lines.append(f"{acc}{op}{b}={value}")
-        acc = value
-    return lines, acc
-
-
-def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[str]:
-    """The problem's solution lines with one error of the given kind (see :data:`CORRUPTIONS`)."""
-    ops, n = list(problem.ops), len(problem.ops)
-    lines, final = _work(problem.start, ops)
-    if kind == "no_answer":
-        return lines
-    if kind == "final":
-        return lines + [f"{ANSWER_PREFIX}{final + rng.choice(_OFFSETS)}"]
-    if kind == "skip":
-        k = rng.randrange(n)
-        lines, final = _work(problem.start, ops[:k] + ops[k + 1 :])
-        return lines + [f"{ANSWER_PREFIX}{final}"]
-    k = rng.randrange(n)
-    head, acc = _work(problem.start, ops[:k])
-    op, b = ops[k]
-    if kind == "offset":
-        wrong = OPS[op](acc, b) + rng.choice(_OFFSETS)
-        step = f"{acc}{op}{b}={wrong}"
-    elif kind == "operand":
-        if rng.random() < 0.5:
-            acc += rng.choice(_OFFSETS[1:-1])  # the carried value miscopied
-        else:
-            b = rng.choice([x for x in range(max(b - 3, 0), b + 4) if x != b])  # the problem's number misread
-        wrong = OPS[op](acc, b)
-        step = f"{acc}{op}{b}={wrong}"
-    else:
-        raise ValueError(f"unknown corruption {kind!r}; known: {', '.join(CORRUPTIONS)}")
-    tail, final = _work(wrong, ops[k + 1 :])
-    return head + [step] + tail + [f"{ANSWER_PREFIX}{final}"]
-
-
 def embedded_record(problem: Problem, rng: random.Random, correct_fraction: float) -> StepRecord:
     """One solution for ``problem``: the reference or a corrupted one, labelled by ``check_solution``."""
-    if rng.random() < correct_fraction:
-        kind, steps = "none", problem.reference_solution().splitlines()
-    else:
-        kind = rng.choice(CORRUPTIONS)
-        steps = corrupt_solution(problem, kind, rng)
+    kind, steps = synthetic_solution(problem, rng, correct_fraction)
     check = check_solution(problem, "\n".join(steps))
     return StepRecord(problem.prompt.strip(), check.steps, check.earliest_error, kind)
 

@@ -181,11 +181,13 @@ def line_end_tokens(tokenizer: PreTrainedTokenizerBase, rollout: Rollout) -> lis
     """Per response, the index of the token that ends each non-empty line (a step, as
     ``selfverify.tasks.split_steps`` reads them): the token holding the newline after the line, and
     for the last line the response's last token (its end-of-sequence when it has one)."""
-    out = []
+    out, pieces = [], {}  # each distinct token decoded once: this runs on every RL batch
     for row, length in zip(rollout.responses.tolist(), rollout.lengths.long().tolist(), strict=True):
         ends, has_text = [], False
         for j, token in enumerate(row[:length]):
-            piece = tokenizer.decode([token], skip_special_tokens=True)
+            if token not in pieces:
+                pieces[token] = tokenizer.decode([token], skip_special_tokens=True)
+            piece = pieces[token]
             for ch in piece:
                 if ch == "\n":
                     if has_text:

@@ -39,6 +39,30 @@ def tiny_overrides() -> list[str]:
     return list(TINY)
 
 
+@pytest.fixture
+def tiny_loop() -> list[str]:
+    """pipeline=selfverify at a size that runs in seconds (on top of tiny_overrides)."""
+    return [
+        "pipeline=selfverify",
+        "rl.steps=4",
+        "loop.rounds=2",
+        "loop.judge_sft_steps=3",
+        "loop.judge_sft_batch_size=8",
+        "loop.judge_pool=12",
+        "loop.judge_max_new_tokens=24",
+        "loop.verifier_rl_steps=2",
+        "loop.meta_rl_steps=2",
+        "loop.judge_prompts_per_step=2",
+        "loop.judge_group_size=2",
+        "loop.scaled_samples=6",
+        "loop.scaled_n=2",
+        "loop.scaled_m=2",
+        "loop.scaled_k=1",
+        "loop.auto_sft_steps=2",
+        "loop.eval_samples=8",
+    ]
+
+
 def _kill_midway(run_dir: Path, overrides: list[str], ready: Callable[[list[dict]], bool]) -> None:
     """Start a real ``python -m selfverify.loop`` run and SIGKILL it once ``ready(metrics)`` holds."""
     cmd = [sys.executable, "-m", "selfverify.loop", "--run-dir", str(run_dir), "--no-progress", *overrides]

@@ -16,6 +16,7 @@ from verifiers.generative import (
     GenerativeVerifier,
     ScaledLabel,
     analysis_text,
+    claimed_result,
     expected_lines,
     format_meta,
     meta_label,
@@ -39,14 +40,17 @@ REFERENCE = ["5-7=-2", "-2-6=-8", "A:-8"]
 
 # (steps, the faithful analysis, written out by hand)
 CASES = {
-    "correct": (REFERENCE, "5-7=-2 +\n-2-6=-8 +\nA:-8 +\nS:1"),
-    "slip_at_step_1": (["5-7=-2", "-2-6=-9", "A:-9"], "5-7=-2 +\n-2-6=-8 -\nS:0"),
-    "slip_but_right_answer": (["5-7=-2", "-2-6=-9", "A:-8"], "5-7=-2 +\n-2-6=-8 -\nS:0"),
-    "wrong_answer_line": (["5-7=-2", "-2-6=-8", "A:-9"], "5-7=-2 +\n-2-6=-8 +\nA:-8 -\nS:0.5"),
-    "direct_right_answer": (["A:-8"], "5-7=-2 -\nS:0"),
-    "direct_wrong_answer": (["A:-9"], "5-7=-2 -\nS:0"),
-    "missing_answer": (["5-7=-2", "-2-6=-8"], "5-7=-2 +\n-2-6=-8 -\nS:0"),
-    "line_after_answer": ([*REFERENCE, "done"], "5-7=-2 +\n-2-6=-8 +\nA:-8 +\n. -\nS:0.5"),
+    "correct": (REFERENCE, "5-7=-2 -2 +\n-2-6=-8 -8 +\nA:-8 -8 +\nS:1"),
+    "slip_at_step_1": (["5-7=-2", "-2-6=-9", "A:-9"], "5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0"),
+    "slip_but_right_answer": (["5-7=-2", "-2-6=-9", "A:-8"], "5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0"),
+    "wrong_answer_line": (["5-7=-2", "-2-6=-8", "A:-9"], "5-7=-2 -2 +\n-2-6=-8 -8 +\nA:-8 -9 -\nS:0.5"),
+    "direct_right_answer": (["A:-8"], "5-7=-2 -8 -\nS:0"),
+    "direct_wrong_answer": (["A:-9"], "5-7=-2 -9 -\nS:0"),
+    "missing_answer": (["5-7=-2", "-2-6=-8"], "5-7=-2 -2 +\n-2-6=-8 -8 -\nS:0"),
+    "line_after_answer": (
+        [*REFERENCE, "all done"],
+        "5-7=-2 -2 +\n-2-6=-8 -8 +\nA:-8 -8 +\n. alldone -\nS:0.5",
+    ),
     "empty": ([], "S:0"),
 }
 
@@ -128,24 +132,39 @@ def test_parse_analysis_round_trips_the_reference(name: str) -> None:
 
 
 def test_parse_analysis_hand_values() -> None:
-    v = parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0", 3)
+    v = parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0", 3)
     assert (v.step_scores, v.earliest_error, v.score, v.parsed) == ([1.0, 0.0, 0.0], 1, 0.0, True)
-    v = parse_analysis("5-7=-2 +\n-2-6=-8 +\nA:-8 +\nS:1", 3)
+    v = parse_analysis("5-7=-2 -2 +\n-2-6=-8 -8 +\nA:-8 -8 +\nS:1", 3)
     assert (v.step_scores, v.earliest_error, v.score) == ([1.0, 1.0, 1.0], -1, 1.0)
-    v = parse_analysis("x -\nS:0.5", 4)
+    v = parse_analysis("x y -\nS:0.5", 4)
     assert (v.step_scores, v.earliest_error, v.score) == ([0.0] * 4, 0, 0.5)
     # Surrounding whitespace and blank lines are tolerated.
-    v = parse_analysis("\n  5-7=-2 +  \n\n -2-6=-8 - \nS:0 \n\n", 2)
+    v = parse_analysis("\n  5-7=-2 -2 +  \n\n -2-6=-8 -9 - \nS:0 \n\n", 2)
     assert v.parsed and (v.step_scores, v.earliest_error) == ([1.0, 0.0], 1)
     v = parse_analysis("S:1", 0)  # no steps: judged wrong at step 0 (as the checker does)
     assert v.parsed and (v.step_scores, v.earliest_error, v.score) == ([], 0, 1.0)
+    # A judged line without the claimed result does not parse.
+    assert not parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0", 3).parsed
+
+
+def test_claimed_result() -> None:
+    assert [claimed_result(s) for s in ("5-7=-2", "A:-8", "all done", "1 + 2 = 3", "x=", "=" * 3)] == [
+        "-2",
+        "-8",
+        "alldone",
+        "3",
+        "x=",
+        "===",
+    ]
+    assert claimed_result("9" * 100) == "9" * 40
 
 
 def test_analysis_text_claims_what_it_is_told() -> None:
-    assert analysis_text(PROBLEM, 3, -1, 1.0) == CASES["correct"][1]
-    assert analysis_text(PROBLEM, 3, 1, 0.5) == "5-7=-2 +\n-2-6=-8 -\nS:0.5"
-    assert analysis_text(PROBLEM, 4, 3, 0.0) == "5-7=-2 +\n-2-6=-8 +\nA:-8 +\n. -\nS:0"
-    assert analysis_text(PROBLEM, 0, 0, 1.0) == "S:1"
+    steps = ["5-7=-2", "-2-6=-9", "A:-9"]
+    assert analysis_text(PROBLEM, REFERENCE, -1, 1.0) == CASES["correct"][1]
+    assert analysis_text(PROBLEM, steps, 1, 0.5) == "5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0.5"
+    assert analysis_text(PROBLEM, [*steps, "x"], 3, 0.0) == "5-7=-2 -2 +\n-2-6=-8 -9 +\nA:-8 -9 +\n. x -\nS:0"
+    assert analysis_text(PROBLEM, [], 0, 1.0) == "S:1"
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -164,26 +183,28 @@ def test_unfaithful_analysis_parses_and_misjudges(name: str) -> None:
 MALFORMED = {
     "empty": ("", 2),
     "blank": (" \n\n ", 2),
-    "missing_score": ("5-7=-2 +\n-2-6=-8 -", 3),
-    "score_not_on_scale": ("5-7=-2 -\nS:0.7", 3),
-    "score_padded": ("5-7=-2 -\nS:01", 3),
-    "score_as_float": ("5-7=-2 +\n-2-6=-8 +\nA:-8 +\nS:1.0", 3),
-    "score_not_last": ("S:0\n5-7=-2 -", 3),
-    "mark_without_sign": ("5-7=-2\nS:0", 1),
-    "mark_with_two_spaces": ("5-7=-2  +\nS:1", 1),
-    "mark_with_inner_space": ("5-7 =-2 +\nS:1", 1),
-    "two_minus": ("5-7=-2 -\n-2-6=-8 -\nS:0", 3),
-    "plus_after_minus": ("5-7=-2 -\n-2-6=-8 +\nS:0", 3),
-    "too_few_marks": ("5-7=-2 +\nS:1", 3),
+    "missing_score": ("5-7=-2 -2 +\n-2-6=-8 -9 -", 3),
+    "score_not_on_scale": ("5-7=-2 -8 -\nS:0.7", 3),
+    "score_padded": ("5-7=-2 -8 -\nS:01", 3),
+    "score_as_float": ("5-7=-2 -2 +\n-2-6=-8 -8 +\nA:-8 -8 +\nS:1.0", 3),
+    "score_not_last": ("S:0\n5-7=-2 -8 -", 3),
+    "mark_without_sign": ("5-7=-2 -2\nS:0", 1),
+    "mark_without_claim": ("5-7=-2 +\nS:1", 1),
+    "mark_with_two_spaces": ("5-7=-2 -2  +\nS:1", 1),
+    "mark_with_inner_space": ("5-7 =-2 -2 +\nS:1", 1),
+    "two_minus": ("5-7=-2 -3 -\n-2-6=-8 -9 -\nS:0", 3),
+    "plus_after_minus": ("5-7=-2 -3 -\n-2-6=-8 -8 +\nS:0", 3),
+    "too_few_marks": ("5-7=-2 -2 +\nS:1", 3),
     "no_marks_for_steps": ("S:1", 2),
-    "more_marks_than_steps": ("a +\nb +\nS:1", 1),
-    "minus_beyond_the_steps": ("a +\nb -\nS:0", 1),
-    "overlong_expected_line": ("x" * 41 + " +\nS:1", 1),
+    "more_marks_than_steps": ("a a +\nb b +\nS:1", 1),
+    "minus_beyond_the_steps": ("a a +\nb c -\nS:0", 1),
+    "overlong_expected_line": ("x" * 41 + " x +\nS:1", 1),
+    "overlong_claim": ("x " + "x" * 41 + " +\nS:1", 1),
     "garbage": ("U?%_JOK?sH\n'N~gnZ)", 2),
-    "unicode": ("∀x. x +\nS：1", 1),
-    "unicode_score": ("5-7=-2 +\nＳ:1", 1),
+    "unicode": ("∀x. x x +\nS：1", 1),
+    "unicode_score": ("5-7=-2 -2 +\nＳ:1", 1),
     "huge_single_line": ("x" * 200_000, 3),
-    "huge_many_marks": ("1 +\n" * 50_000 + "S:1", 3),
+    "huge_many_marks": ("1 1 +\n" * 50_000 + "S:1", 3),
 }
 
 
@@ -200,12 +221,14 @@ def test_parse_analysis_rejects_malformed_text(name: str) -> None:
 
 def test_meta_label() -> None:
     check = check_solution(PROBLEM, "5-7=-2\n-2-6=-9\nA:-9")  # wrong at step 1, score 0
-    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0", 3), check) == 1.0
-    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 -\nS:0.5", 3), check) == 0.5  # step right
-    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -\nS:0", 3), check) == 0.5  # score right
-    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -\nS:1", 3), check) == 0.0
-    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 +\nA:-8 +\nS:1", 3), check) == 0.0
-    assert meta_label(PROBLEM, parse_analysis("5-7=-2 +\n-2-6=-8 -", 3), check) == 0.0  # unparsed
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0", 3), check) == 1.0
+    assert (
+        meta_label(PROBLEM, parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0.5", 3), check) == 0.5
+    )  # step right
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -2 -\nS:0", 3), check) == 0.5  # score right
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -2 -\nS:1", 3), check) == 0.0
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 +\nA:-8 -9 +\nS:1", 3), check) == 0.0
+    assert meta_label(PROBLEM, parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 -", 3), check) == 0.0  # unparsed
     correct = check_solution(PROBLEM, "\n".join(REFERENCE))
     unparsed_but_right = Verdict([1.0] * 3, -1, 1.0, "", parsed=False)
     assert meta_label(PROBLEM, unparsed_but_right, correct) == 0.0

@@ -20,9 +20,7 @@ from transformers import AutoTokenizer
 
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.prm_train import (
-    CORRUPTIONS,
     StepRecord,
-    corrupt_solution,
     embedded_records,
     encode_training,
     load_processbench,
@@ -31,6 +29,7 @@ from selfverify.prm_train import (
 )
 from selfverify.prm_train import main as train_main
 from selfverify.tasks import TaskSpec, check_solution, train_problems
+from selfverify.tasks.arithmetic import CORRUPTIONS, corrupt_solution
 from verifiers.base import VerifyInput
 from verifiers.prm import HEAD_FILE, PRMModel, PRMVerifier, base_model, choose_threshold
 from verifiers.registry import load_verifier

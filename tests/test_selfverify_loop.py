@@ -9,25 +9,6 @@ import pytest
 from selfverify.loop import main
 from selfverify.tracking import read_metrics
 
-LOOP = [
-    "pipeline=selfverify",
-    "rl.steps=4",
-    "loop.rounds=2",
-    "loop.judge_sft_steps=3",
-    "loop.judge_sft_batch_size=8",
-    "loop.judge_pool=12",
-    "loop.judge_max_new_tokens=24",
-    "loop.verifier_rl_steps=2",
-    "loop.meta_rl_steps=2",
-    "loop.judge_prompts_per_step=2",
-    "loop.judge_group_size=2",
-    "loop.scaled_samples=6",
-    "loop.scaled_n=2",
-    "loop.scaled_m=2",
-    "loop.scaled_k=1",
-    "loop.auto_sft_steps=2",
-    "loop.eval_samples=8",
-]
 ROUND_KEYS = {
     "generator_accuracy",
     "verifier_f1",
@@ -46,20 +27,20 @@ def _run(run_dir: Path, overrides: list[str]) -> dict:
 @pytest.mark.parametrize(
     "mode", ["outcome", "process", "self_verify", "mix", "process objective=ppo", "process objective=dapo"]
 )
-def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides, mode):
-    summary = _run(tmp_path / "run", [*tiny_overrides, *LOOP, *f"reward.mode={mode}".split()])
+def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides, tiny_loop, mode):
+    summary = _run(tmp_path / "run", [*tiny_overrides, *tiny_loop, *f"reward.mode={mode}".split()])
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
     assert set(summary["rounds"][0]) >= ROUND_KEYS
     assert 0.0 <= summary["final_accuracy"] <= 1.0 and "cold_start_accuracy" in summary
     phases = {r["phase"] for r in read_metrics(tmp_path / "run")}
-    assert {"sft", "verifier_sft", "meta_sft", "verifier_rl", "meta_rl", "rl", "round"} <= phases
+    assert {"sft", "judge_sft", "verifier_rl", "meta_rl", "rl", "round"} <= phases
     assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000
-    for role in ("generator", "verifier", "meta"):
+    for role in ("generator", "judge"):
         assert (tmp_path / "run" / "checkpoints" / "latest" / role / "config.json").exists()
 
 
-def test_killed_loop_resumes_to_the_same_result(tmp_path, tiny_overrides, kill_midway):
-    overrides = [*tiny_overrides, *LOOP, "reward.mode=process"]
+def test_killed_loop_resumes_to_the_same_result(tmp_path, tiny_overrides, tiny_loop, kill_midway):
+    overrides = [*tiny_overrides, *tiny_loop, "reward.mode=process"]
     _run(tmp_path / "whole", overrides)
     run = tmp_path / "killed"
     # Kill it inside round 0's generator RL.

@@ -46,3 +46,22 @@ def test_study_shares_one_cold_start_per_seed(tmp_path, tiny_overrides):
         assert "sft" not in phases  # the arm started from the shared cold start
         summary = json.loads((runs / f"{arm}-seed0" / "summary.json").read_text())
         assert summary["cold_start_accuracy"] == cold
+
+
+def test_study_shares_the_loop_cold_start_except_with_self_verify(tmp_path, tiny_overrides, tiny_loop):
+    out = tmp_path / "study"
+    arms = [f"--arm={m}=pipeline=selfverify,reward.mode={m}" for m in ("outcome", "process", "self_verify")]
+    argv = [*arms, "--seeds", "0", "--out", str(out), "--share-cold-start", "--no-progress"]
+    assert main([*argv, *tiny_overrides, *tiny_loop[1:]]) == 0
+    runs = out / "runs"
+    cold = json.loads((runs / "loop-cold-start-seed0" / "summary.json").read_text())
+    assert cold["rounds"] == [] and not (runs / "cold-start-seed0").exists()
+    for arm in ("outcome", "process", "self_verify"):
+        phases = {json.loads(line)["phase"] for line in (runs / f"{arm}-seed0" / "metrics.jsonl").open()}
+        shared = arm != "self_verify"  # its demonstrations differ: its own cold starts
+        assert ("sft" in phases, "judge_sft" in phases) == (not shared, not shared)
+        summary = json.loads((runs / f"{arm}-seed0" / "summary.json").read_text())
+        assert len(summary["rounds"]) == 2
+        if shared:
+            assert summary["cold_start_accuracy"] == cold["cold_start_accuracy"]
+    assert "| process | 1 |" in (out / "study.md").read_text()

@@ -10,18 +10,22 @@ Both are causal LMs that continue a prompt. The formats are plain text a charact
     A:-9
     #V
 
-Output (the analysis): one line per judged step, the step *as it should read* followed by `` +`` when
-the given step is right or `` -`` when it is wrong; judging stops at the first ``-``. A last line
-``S:<score>`` gives the overall score, which follows from the step it names: 1 (every step right), 0.5
-(every operation step right, the answer line wrong, missing after them or followed by more lines: a
-minor flaw), 0 (an operation step is wrong)::
+Output (the analysis): one line per judged step: the step *as it should read*, what the given step
+claims (its result: the text after its ``=``, or after ``A:``), and `` +`` when the given step is right
+or `` -`` when it is wrong; judging stops at the first ``-``. A last line ``S:<score>`` gives the
+overall score, which follows from the step it names: 1 (every step right), 0.5 (every operation step
+right, the answer line wrong, missing after them or followed by more lines: a minor flaw), 0 (an
+operation step is wrong)::
 
-    5-7=-2 +
-    -2-6=-8 -
+    5-7=-2 -2 +
+    -2-6=-8 -9 -
     S:0
 
-A line that should not be there (after the answer) reads ``. -``. Judging by re-deriving each step
-and comparing is what a solver does when it checks work; the expected line names the issue exactly.
+A line that should not be there (after the answer) has the expected text ``.``. Judging by
+re-deriving each step and comparing is what a solver does when it checks work; the expected line
+names the issue exactly. The claimed result is copied next to the derived one so that the mark is a
+comparison of two adjacent numbers: with only the derived step before it, a small verifier learns to
+derive every step right and still marks every given step ``+`` (docs/RESULTS.md).
 
 **Meta-verifier.** Prompt: the verifier prompt, the analysis, then ``#M``; output ``M:<score>``: 1 when
 the analysis is faithful (it names the real earliest wrong step, or none when there is none, and its
@@ -53,7 +57,7 @@ VERIFY_TAG = "#V"
 META_TAG = "#M"
 SCORES = (0.0, 0.5, 1.0)
 _SCORE = r"(0|0\.5|1)"
-_MARK_RE = re.compile(r"^(\S{1,40}) ([+-])$")
+_MARK_RE = re.compile(r"^(\S{1,40}) (\S{1,40}) ([+-])$")
 _SCORE_RE = re.compile(rf"^S:{_SCORE}$")
 _META_RE = re.compile(rf"^M:{_SCORE}$")
 NOTHING = "."  # the expected text of a line that should not exist
@@ -89,18 +93,33 @@ def expected_lines(problem: Problem, n_steps: int) -> list[str]:
     return (reference + [NOTHING] * n_steps)[:n_steps]
 
 
+def claimed_result(step: str) -> str:
+    """What a step claims, as the analysis quotes it: the text after its last ``=`` (or after ``A:``),
+    else the whole step; spaces dropped, at most 40 characters."""
+    text = "".join(step.split())
+    for sep in ("=", "A:"):
+        if sep in text and text.rsplit(sep, 1)[1]:
+            text = text.rsplit(sep, 1)[1]
+            break
+    return text[:40] or NOTHING
+
+
 def reference_analysis(problem: Problem, steps: Sequence[str]) -> str:
     """The faithful analysis of a solution, from the ground-truth checker."""
     check = check_solution(problem, "\n".join(steps))
-    return analysis_text(problem, len(check.steps), check.earliest_error, true_score(problem, check))
+    return analysis_text(problem, check.steps, check.earliest_error, true_score(problem, check))
 
 
-def analysis_text(problem: Problem, n_steps: int, earliest_error: int, score: float) -> str:
-    """An analysis in this module's format claiming ``earliest_error`` and ``score`` (the expected
-    lines are the reference's)."""
-    expected = expected_lines(problem, n_steps)
-    last = earliest_error if earliest_error >= 0 else n_steps - 1
-    marks = [f"{expected[i]} {'-' if i == earliest_error else '+'}" for i in range(min(last + 1, n_steps))]
+def analysis_text(problem: Problem, steps: Sequence[str], earliest_error: int, score: float) -> str:
+    """An analysis in this module's format of ``steps`` claiming ``earliest_error`` and ``score``
+    (the expected lines are the reference's)."""
+    n = len(steps)
+    expected = expected_lines(problem, n)
+    last = earliest_error if earliest_error >= 0 else n - 1
+    marks = [
+        f"{expected[i]} {claimed_result(steps[i])} {'-' if i == earliest_error else '+'}"
+        for i in range(min(last + 1, n))
+    ]
     return "\n".join([*marks, f"S:{format_score(score)}"])
 
 
@@ -115,7 +134,7 @@ def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Rand
         error = rng.choice([i for i in range(-1, n) if i != error])
     if kind in ("score", "both"):
         score = rng.choice([s for s in SCORES if s != score])
-    return analysis_text(problem, n, error, score)
+    return analysis_text(problem, check.steps, error, score)
 
 
 def format_score(score: float) -> str:
@@ -135,7 +154,7 @@ def parse_analysis(text: str, n_steps: int) -> Verdict:
     for line in lines[:-1]:
         if (mark := _MARK_RE.match(line)) is None:
             return failed
-        marks.append(mark.group(2))
+        marks.append(mark.group(3))
     wrong = marks.index("-") if "-" in marks else -1
     complete = len(marks) == wrong + 1 if wrong >= 0 else len(marks) == n_steps
     if not complete or len(marks) > n_steps:

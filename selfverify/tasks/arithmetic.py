@@ -90,6 +90,69 @@ def sample_problem(rng: random.Random, spec: TaskSpec) -> Problem:
     return Problem(rng.randint(1, spec.max_operand), tuple(ops))
 
 
+# One error per corrupted solution, each a mistake a solver makes:
+# offset: a step's result is off by a little, later steps carry the wrong value on;
+# operand: a step uses a wrong number (its left operand miscopied or the problem's operand misread),
+#   with the arithmetic right for the wrong number;
+# skip: one operation of the problem is left out, the rest done right;
+# no_answer: the working is right but the answer line is missing (wrong at the last step);
+# final: the working is right but the answer line states another value.
+CORRUPTIONS = ("offset", "operand", "skip", "no_answer", "final")
+_OFFSETS = (-10, -3, -2, -1, 1, 2, 3, 10)
+
+
+def _work(start: int, ops: list[tuple[str, int]]) -> tuple[list[str], int]:
+    """Solution lines ``a op b=c`` for ``ops`` applied left to right from ``start``; the final value."""
+    lines, acc = [], start
+    for op, b in ops:
+        value = OPS[op](acc, b)
+        lines.append(f"{acc}{op}{b}={value}")
+        acc = value
+    return lines, acc
+
+
+def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[str]:
+    """The problem's solution lines with one error of the given kind (see :data:`CORRUPTIONS`)."""
+    ops, n = list(problem.ops), len(problem.ops)
+    lines, final = _work(problem.start, ops)
+    if kind == "no_answer":
+        return lines
+    if kind == "final":
+        return lines + [f"{ANSWER_PREFIX}{final + rng.choice(_OFFSETS)}"]
+    if kind == "skip":
+        k = rng.randrange(n)
+        lines, final = _work(problem.start, ops[:k] + ops[k + 1 :])
+        return lines + [f"{ANSWER_PREFIX}{final}"]
+    k = rng.randrange(n)
+    head, acc = _work(problem.start, ops[:k])
+    op, b = ops[k]
+    if kind == "offset":
+        wrong = OPS[op](acc, b) + rng.choice(_OFFSETS)
+        step = f"{acc}{op}{b}={wrong}"
+    elif kind == "operand":
+        if rng.random() < 0.5:
+            acc += rng.choice(_OFFSETS[1:-1])  # the carried value miscopied
+        else:
+            b = rng.choice([x for x in range(max(b - 3, 0), b + 4) if x != b])  # the problem's number misread
+        wrong = OPS[op](acc, b)
+        step = f"{acc}{op}{b}={wrong}"
+    else:
+        raise ValueError(f"unknown corruption {kind!r}; known: {', '.join(CORRUPTIONS)}")
+    tail, final = _work(wrong, ops[k + 1 :])
+    return head + [step] + tail + [f"{ANSWER_PREFIX}{final}"]
+
+
+def synthetic_solution(
+    problem: Problem, rng: random.Random, correct_fraction: float
+) -> tuple[str, list[str]]:
+    """(kind, steps): the reference solution with probability ``correct_fraction`` (kind ``none``),
+    else the reference with one error of a random kind from :data:`CORRUPTIONS`."""
+    if rng.random() < correct_fraction:
+        return "none", problem.reference_solution().splitlines()
+    kind = rng.choice(CORRUPTIONS)
+    return kind, corrupt_solution(problem, kind, rng)
+
+
 def heldout_split(spec: TaskSpec, n: int, seed: int) -> list[Problem]:
     """The fixed held-out problems: distinct, drawn from their own seed."""
     rng, seen, out = random.Random(f"heldout-{seed}"), set(), []
