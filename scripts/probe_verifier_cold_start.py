@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import torch
 from transformers import GenerationConfig
 
-from selfverify.models import load_pretrained
+from selfverify.models import ModelSpec, build_model, load_pretrained
 from selfverify.rollout import Rollout, encode_pairs, sample_texts
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
 from selfverify.tasks.arithmetic import CORRUPTIONS, corrupt_solution
@@ -189,6 +189,7 @@ def main() -> None:
     parser.add_argument("--interleaved", action="store_true", help="the exploratory interleaved format")
     parser.add_argument("--mark-weight", type=float, default=1.0, help="loss weight of marks and score")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--fresh", default="", help="LAYERSxWIDTH: a fresh judge of that shape")
     parser.add_argument("--cmc", action="store_true", help="the copy-mark-correct format")
     parser.add_argument("--decision-weight", type=float, default=1.0, help="loss weight, last line + score")
     parser.add_argument(
@@ -225,7 +226,12 @@ def main() -> None:
                 )
             )
     eval_sets = {"cold": samples_of(gen, held, 999), "trained": samples_of(trained, held, 999)}
-    verifier = copy.deepcopy(gen)
+    if args.fresh:  # a fresh judge of the given shape instead of a copy of the generator
+        layers, width = (int(x) for x in args.fresh.split("x"))
+        shape = ModelSpec(hidden_size=width, num_layers=layers, num_heads=4, intermediate_size=3 * width)
+        verifier = build_model(shape, tok, 0)
+    else:
+        verifier = copy.deepcopy(gen)
     judge = interleaved_judge if args.interleaved else cmc_judge if args.cmc else plain_judge
 
     def batch_of(chosen: list[Sample]) -> Rollout:

@@ -385,3 +385,15 @@ def test_score_cli_with_a_generative_checkpoint(tmp_path: Path, capsys: pytest.C
         assert row["analysis"] == v.analysis and row.get("parsed", True) == v.parsed
     summary = json.loads(metrics.read_text())
     assert summary["records"] == 2 and summary["n"] == 2 and summary["verifier"] == str(ckpt)
+
+
+@pytest.mark.parametrize("name", [n for n, (steps, _) in CASES.items() if steps])
+def test_unfaithful_analysis_agrees_with_its_own_marks(name: str) -> None:
+    """A step it passes reads as given, the step it names reads otherwise: no surface tell."""
+    steps, _ = CASES[name]
+    given = ["".join(s.split()) for s in steps]
+    rng = random.Random(1)
+    for _ in range(30):
+        for i, line in enumerate(unfaithful_analysis(PROBLEM, steps, rng).splitlines()[:-1]):
+            expected, _claim, mark = line.split(" ")
+            assert (expected == given[i]) == (mark == "+")

@@ -51,6 +51,7 @@ from selfverify.io import atomic_write_json
 from selfverify.models import load_pretrained, save_pretrained
 from selfverify.rollout import sample_texts
 from selfverify.tasks import Problem, StepCheck, check_solution
+from selfverify.tasks.arithmetic import ANSWER_PREFIX
 from verifiers.base import Verdict, VerifyInput
 
 VERIFY_TAG = "#V"
@@ -110,11 +111,17 @@ def reference_analysis(problem: Problem, steps: Sequence[str]) -> str:
     return analysis_text(problem, check.steps, check.earliest_error, true_score(problem, check))
 
 
-def analysis_text(problem: Problem, steps: Sequence[str], earliest_error: int, score: float) -> str:
-    """An analysis in this module's format of ``steps`` claiming ``earliest_error`` and ``score``
-    (the expected lines are the reference's)."""
+def analysis_text(
+    problem: Problem,
+    steps: Sequence[str],
+    earliest_error: int,
+    score: float,
+    expected: Sequence[str] | None = None,
+) -> str:
+    """An analysis in this module's format of ``steps`` claiming ``earliest_error`` and ``score``; the
+    expected lines are the reference's unless given."""
     n = len(steps)
-    expected = expected_lines(problem, n)
+    expected = expected_lines(problem, n) if expected is None else expected
     last = earliest_error if earliest_error >= 0 else n - 1
     marks = [
         f"{expected[i]} {claimed_result(steps[i])} {'-' if i == earliest_error else '+'}"
@@ -124,17 +131,34 @@ def analysis_text(problem: Problem, steps: Sequence[str], earliest_error: int, s
 
 
 def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Random) -> str:
-    """A well-formed analysis that misjudges the solution: it names another earliest wrong step (or
-    none), gives another score, or both (meta-verifier training negatives)."""
+    """A well-formed analysis that misjudges the solution (meta-verifier training negatives): it names
+    another earliest wrong step (or none) with the score that follows from it, gives another score, or
+    both. Its lines agree with their own marks, as a misjudging verifier's do: a step it passes reads as
+    given (a missed error is copied, not re-derived) and the step it names reads as it should, or as a
+    slip of the verifier's own arithmetic where the given step is right. Only checking the steps
+    themselves tells it from a faithful analysis."""
     check = check_solution(problem, "\n".join(steps))
     n = len(check.steps)
     error, score = check.earliest_error, true_score(problem, check)
     kind = rng.choice(("step", "score", "both")) if n else "score"
     if kind in ("step", "both"):
         error = rng.choice([i for i in range(-1, n) if i != error])
+        score = score_for(problem, error)
     if kind in ("score", "both"):
         score = rng.choice([s for s in SCORES if s != score])
-    return analysis_text(problem, check.steps, error, score)
+    expected = ["".join(step.split())[:40] for step in check.steps]  # as the format can quote them
+    if 0 <= error < n:
+        right = expected_lines(problem, n)[error]
+        expected[error] = right if right != expected[error] else _slip(right, rng)
+    return analysis_text(problem, check.steps, error, score, expected)
+
+
+def _slip(line: str, rng: random.Random) -> str:
+    """``line`` with its result off by a little (a verifier's arithmetic slip)."""
+    head, sep, value = line.rpartition("=") if "=" in line else line.rpartition(ANSWER_PREFIX)
+    if not sep or not re.fullmatch(r"-?\d{1,12}", value):
+        return NOTHING if line != NOTHING else "A:0"
+    return f"{head}{sep}{int(value) + rng.choice((-3, -2, -1, 1, 2, 3))}"
 
 
 def format_score(score: float) -> str:
