@@ -105,7 +105,7 @@ class RoundsConfig:
 
     rounds: int = 2
     # The judge (one model: verifier and meta-verifier) cold start: SFT from the cold-started generator.
-    judge_sft_steps: int = 1000
+    judge_sft_steps: int = 2000
     judge_sft_batch_size: int = 64
     judge_sft_lr: float = 1e-3
     judge_pool: int = 2048  # generator samples labelled for the judge's cold start
