@@ -346,7 +346,7 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "gen"
     verifier.save(out)
     manifest = json.loads((out / "verifier.json").read_text())
-    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format_version": 1}
+    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format_version": 2}
     for spec in (str(out), str(out / "verifier.json")):
         loaded = load_verifier(spec)
         assert isinstance(loaded, GenerativeVerifier) and loaded.max_new_tokens == 10
@@ -356,6 +356,9 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     assert loaded.tokenizer("Q:1+2\n#V\n")["input_ids"] == verifier.tokenizer("Q:1+2\n#V\n")["input_ids"]
     assert loaded.verify_batch(ITEMS) == verifier.verify_batch(ITEMS)
     assert load_verifier(str(out), batch_size=3).batch_size == 3
+    (out / "verifier.json").write_text(json.dumps(manifest | {"format_version": 1}))
+    with pytest.raises(ValueError, match="analysis format 1"):  # its analyses would be misread
+        load_verifier(str(out))
 
 
 def test_score_cli_with_a_generative_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,6 +62,7 @@ _MARK_RE = re.compile(r"^(\S{1,40}) (\S{1,40}) ([+-])$")
 _SCORE_RE = re.compile(rf"^S:{_SCORE}$")
 _META_RE = re.compile(rf"^M:{_SCORE}$")
 NOTHING = "."  # the expected text of a line that should not exist
+FORMAT_VERSION = 2  # 1: expected step and mark only; 2: the claimed result between them
 
 
 def verifier_prompt(problem_prompt: str, steps: Sequence[str]) -> str:
@@ -304,13 +305,22 @@ class GenerativeVerifier(LMJudge):
     def save(self, path: Path) -> None:
         """An HF model directory plus ``verifier.json``; ``load_verifier(path)`` reads it back."""
         save_pretrained(self.model, self.tokenizer, path)
-        manifest = {"kind": self.kind, "max_new_tokens": self.max_new_tokens, "format_version": 1}
+        manifest = {
+            "kind": self.kind,
+            "max_new_tokens": self.max_new_tokens,
+            "format_version": FORMAT_VERSION,
+        }
         atomic_write_json(path / "verifier.json", manifest)
 
     @classmethod
     def from_pretrained(cls, path: Path, **kwargs: object) -> GenerativeVerifier:
         model, tokenizer = load_pretrained(path)
         manifest = json.loads((Path(path) / "verifier.json").read_text())
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: a generative verifier of analysis format {manifest.get('format_version')}; this "
+                f"version reads format {FORMAT_VERSION} (the claimed result on every line): retrain it"
+            )
         return cls(model, tokenizer, max_new_tokens=manifest.get("max_new_tokens", 80), **kwargs)
 
 
