@@ -1,18 +1,23 @@
 """Probe how well the generative verifier's cold start generalises (docs/RESULTS.md, issue 3).
 
-``--interleaved`` tries an exploratory format instead of ``verifiers.generative``'s: the verifier sees
-only the problem, writes step i's expected form and ``|``, is then shown step i (forced tokens, no
-loss; ``$`` marks the last step) and writes ``+``/``-``; so it cannot copy the step it is judging.
-``--mark-weight`` scales the loss on the marks and the score.
-
-Starts a verifier from a cold-started generator checkpoint, fine-tunes it on ground-truth analyses of a
-pool of that generator's samples (``--pool samples``), optionally plus reference solutions with and
-without one injected error (``--pool mixed``), and reports ProcessBench metrics of its greedy analyses
-of held-out samples from two generators (the cold start and an RL-trained one) at the given steps::
+Starts a verifier from a cold-started generator checkpoint (or ``--fresh LxW``: a fresh model of that
+shape), fine-tunes it on ground-truth analyses of a pool of that generator's samples (``--pool
+samples``), optionally plus reference solutions with and without one injected error (``--pool
+mixed``), optionally replacing a share of every batch by fresh such solutions (``--stream F``), and
+reports ProcessBench metrics of its greedy analyses of held-out samples from two generators (the cold
+start and an RL-trained one) at the given steps. The setting that reached F1 0.93::
 
     R=runs/study-objectives/runs
     python scripts/probe_verifier_cold_start.py --cold $R/cold-start-seed0/checkpoints/cold_start \
-        --trained $R/grpo-seed0/checkpoints/final --pool mixed --lr 3e-3 --eval-at 150,300,600
+        --trained $R/grpo-seed0/checkpoints/final --pool samples --stream 0.5 --lr 1e-3 \
+        --eval-at 1000,1500,2000
+
+Exploratory formats instead of ``verifiers.generative``'s: ``--interleaved`` (the verifier sees only
+the problem, writes step i's expected form and ``|``, is then shown step i as forced tokens without
+loss, ``$`` marking the last, and writes ``+``/``-``: it cannot copy the step it judges); ``--cmc``
+(copy the given step, mark it, and write the correction after a ``-``). Loss weights:
+``--mark-weight`` (interleaved marks and score), ``--decision-weight`` (the last judged line and the
+score).
 """
 
 from __future__ import annotations
@@ -140,9 +145,14 @@ def cmc_analysis(problem: Problem, steps: Sequence[str]) -> str:
     n, error = len(check.steps), check.earliest_error
     expected = expected_lines(problem, max(n, 1))
     last = error if error >= 0 else n - 1
-    lines = [
-        f"{check.steps[i]} - {expected[i]}" if i == error else f"{check.steps[i]} +" for i in range(last + 1)
-    ] if n else [f". - {expected[0]}"]
+    lines = (
+        [
+            f"{check.steps[i]} - {expected[i]}" if i == error else f"{check.steps[i]} +"
+            for i in range(last + 1)
+        ]
+        if n
+        else [f". - {expected[0]}"]
+    )
     return "\n".join([*lines, "S:" + format_score(score_for(problem, error))])
 
 
