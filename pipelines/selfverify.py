@@ -274,19 +274,26 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         state["pool"] = [(it.problem, it.steps) for it in labelled_pool()]
     pool = [truth_labelled(p, s) for p, s in state.get("pool", [])]
 
+    def judge_examples(
+        items: Sequence[Labelled], rng: random.Random, meta_source: Sequence[Labelled] | None = None
+    ) -> list[tuple[str, str]]:
+        """Per item, a verifier example (its prompt and analysis) or, a share ``judge_meta_fraction`` of
+        the time, a meta-verifier example on the item or on a draw from ``meta_source``."""
+        out = []
+        for it in items:
+            if rng.random() < lc.judge_meta_fraction:
+                src = rng.choice(meta_source) if meta_source else it
+                out.append(meta_example(src.problem, src.steps, rng))
+            else:
+                out.append((it.prompt, it.analysis))
+        return out
+
     def cold_start_batch(step: int, rng: random.Random) -> list[tuple[str, str]]:
         n_syn = round(lc.judge_sft_batch_size * lc.judge_synthetic_fraction)
         fresh = train_problems(cfg.task, n_syn, seed=cfg.seed, tag=f"judge-{step}", exclude=exclude)
-        solutions = [(p, synthetic_solution(p, rng, correct_fraction=0.4)[1]) for p in fresh]
-        solutions += [
-            (it.problem, it.steps) for it in rng.sample(pool, min(len(pool), lc.judge_sft_batch_size - n_syn))
-        ]
-        return [
-            meta_example(p, s, rng)
-            if rng.random() < lc.judge_meta_fraction
-            else (verifier_prompt(p.prompt, s), reference_analysis(p, s))
-            for p, s in solutions
-        ]
+        items = [truth_labelled(p, synthetic_solution(p, rng, correct_fraction=0.4)[1]) for p in fresh]
+        items += rng.sample(pool, min(len(pool), lc.judge_sft_batch_size - n_syn))
+        return judge_examples(items, rng)
 
     if state["phase"] == "judges":
         judge_sft(cold_start_batch, lc.judge_sft_steps, "judge_sft")
@@ -384,17 +391,13 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         r = state["round"]
         if state["phase"] == "verifier":
             data = state["auto"] if r > 0 else pool
-            if r > 0 and data:  # the auto-labels, with meta-verifier examples from the seed pool
+            if r > 0 and data:  # the auto-labels; meta-verifier examples from the seed pool only
 
                 def auto_batch(
                     _step: int, rng: random.Random, data: list[Labelled] = data
                 ) -> list[tuple[str, str]]:
-                    return [
-                        meta_example(it.problem, it.steps, rng)
-                        if rng.random() < lc.judge_meta_fraction
-                        else (it.prompt, it.analysis)
-                        for it in rng.sample(data, min(len(data), lc.judge_sft_batch_size))
-                    ]
+                    chosen = rng.sample(data, min(len(data), lc.judge_sft_batch_size))
+                    return judge_examples(chosen, rng, meta_source=pool)
 
                 judge_sft(auto_batch, lc.auto_sft_steps, "judge_sft")
             judge_rl(data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
