@@ -35,7 +35,7 @@ from transformers import GenerationConfig
 from selfverify.models import ModelSpec, build_model, load_pretrained
 from selfverify.rollout import Rollout, encode_pairs, sample_texts
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
-from selfverify.tasks.arithmetic import CORRUPTIONS, corrupt_solution
+from selfverify.tasks.arithmetic import synthetic_solution
 from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
     GenerativeVerifier,
@@ -226,15 +226,7 @@ def main() -> None:
     if args.pool == "mixed":
         rng = random.Random(0)
         for p in train_problems(spec, 2048, seed=0, tag="judge-refs", exclude=set(held)):
-            clean = rng.random() < 0.4
-            pool.append(
-                (
-                    p,
-                    p.reference_solution().splitlines()
-                    if clean
-                    else corrupt_solution(p, rng.choice(CORRUPTIONS), rng),
-                )
-            )
+            pool.append((p, synthetic_solution(p, rng, correct_fraction=0.4)[1]))
     eval_sets = {"cold": samples_of(gen, held, 999), "trained": samples_of(trained, held, 999)}
     if args.fresh:  # a fresh judge of the given shape instead of a copy of the generator
         layers, width = (int(x) for x in args.fresh.split("x"))
@@ -260,15 +252,7 @@ def main() -> None:
         n_fresh = round(args.batch * args.stream)
         fresh = []
         for p in train_problems(spec, n_fresh, seed=0, tag=f"stream-{step}", exclude=set(held)):
-            clean = rng.random() < 0.4
-            fresh.append(
-                (
-                    p,
-                    p.reference_solution().splitlines()
-                    if clean
-                    else corrupt_solution(p, rng.choice(CORRUPTIONS), rng),
-                )
-            )
+            fresh.append((p, synthetic_solution(p, rng, correct_fraction=0.4)[1]))
         m = sft_step(verifier, opt, sched, batch_of(rng.sample(pool, args.batch - n_fresh) + fresh))
         if step not in evals:
             continue

@@ -95,15 +95,19 @@ def expected_lines(problem: Problem, n_steps: int) -> list[str]:
     return (reference + [NOTHING] * n_steps)[:n_steps]
 
 
+def quoted(text: str) -> str:
+    """``text`` as an analysis line can hold it: spaces dropped, at most 40 characters (``_MARK_RE``)."""
+    return "".join(text.split())[:40] or NOTHING
+
+
 def claimed_result(step: str) -> str:
     """What a step claims, as the analysis quotes it: the text after its last ``=`` (or after ``A:``),
-    else the whole step; spaces dropped, at most 40 characters."""
+    else the whole step."""
     text = "".join(step.split())
-    for sep in ("=", "A:"):
+    for sep in ("=", ANSWER_PREFIX):
         if sep in text and text.rsplit(sep, 1)[1]:
-            text = text.rsplit(sep, 1)[1]
-            break
-    return text[:40] or NOTHING
+            return quoted(text.rsplit(sep, 1)[1])
+    return quoted(text)
 
 
 def reference_analysis(problem: Problem, steps: Sequence[str]) -> str:
@@ -147,7 +151,7 @@ def unfaithful_analysis(problem: Problem, steps: Sequence[str], rng: random.Rand
         score = score_for(problem, error)
     if kind in ("score", "both"):
         score = rng.choice([s for s in SCORES if s != score])
-    expected = ["".join(step.split())[:40] for step in check.steps]  # as the format can quote them
+    expected = [quoted(step) for step in check.steps]
     if 0 <= error < n:
         right = expected_lines(problem, n)[error]
         expected[error] = right if right != expected[error] else _slip(right, rng)

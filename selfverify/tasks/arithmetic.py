@@ -57,12 +57,8 @@ class Problem:
         return self.running_values()[-1]
 
     def reference_solution(self) -> str:
-        lines, acc = [], self.start
-        for (op, b), value in zip(self.ops, self.running_values(), strict=True):
-            lines.append(f"{acc}{op}{b}={value}")
-            acc = value
-        lines.append(f"{ANSWER_PREFIX}{acc}")
-        return "\n".join(lines)
+        lines, answer = _work(self.start, list(self.ops))
+        return "\n".join([*lines, f"{ANSWER_PREFIX}{answer}"])
 
     def direct_solution(self) -> str:
         """The answer alone, with no working: a shortcut the checker marks wrong at step 0."""
