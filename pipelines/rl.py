@@ -21,7 +21,7 @@ from selfverify.evaluate import evaluate_generator
 from selfverify.models import build_char_tokenizer, build_model, load_pretrained
 from selfverify.rewards import outcome_rewards
 from selfverify.rl import Learner, rl_step, uses_critic, value_pretrain_step
-from selfverify.rollout import encode_pairs
+from selfverify.rollout import encode_by_length
 from selfverify.tasks import check_solution, heldout_split, train_problems
 from selfverify.tracking import Tracker
 from selfverify.trainer import make_optimizer, sft_step
@@ -75,7 +75,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 sched.load_state_dict(state["scheduler"])
             bar = tqdm(range(state["step"], cfg.sft.steps), desc="cold start (SFT)", disable=not progress)
             for step in bar:
-                batch = encode_pairs(tok, *demonstrations(cfg, step, exclude))
+                batch = encode_by_length(tok, *demonstrations(cfg, step, exclude))
                 m = sft_step(model, opt, sched, batch)
                 tracker.log("sft", step + 1, m)
                 bar.set_postfix(loss=f"{m['loss']:.3f}")

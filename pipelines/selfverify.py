@@ -53,7 +53,7 @@ from selfverify.rl import (
     uses_critic,
     value_pretrain_step,
 )
-from selfverify.rollout import Rollout, encode_pairs, line_end_tokens, sample_texts
+from selfverify.rollout import Rollout, encode_by_length, line_end_tokens, sample_texts
 from selfverify.tasks import Problem, check_solution, heldout_split, split_steps, train_problems
 from selfverify.tasks.arithmetic import synthetic_solution
 from selfverify.tracking import Tracker
@@ -61,9 +61,9 @@ from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
     GenerativeVerifier,
     MetaVerifier,
-    format_meta,
     meta_label,
     meta_prompt,
+    meta_reference,
     parse_analysis,
     parse_meta,
     reference_analysis,
@@ -134,10 +134,7 @@ def generate_samples(
 
 def meta_item(problem: Problem, steps: tuple[str, ...], analysis: str) -> MetaItem:
     """An analysis of a solution with its ground-truth meta label."""
-    check = check_solution(problem, "\n".join(steps))
-    return MetaItem(
-        problem, steps, analysis, meta_label(problem, parse_analysis(analysis, len(steps)), check)
-    )
+    return MetaItem(problem, steps, analysis, meta_reference(problem, steps, analysis)[1])
 
 
 def truth_labelled(problem: Problem, steps: Sequence[str]) -> Labelled:
@@ -209,7 +206,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             generator, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
         )
         for step in tqdm(range(cfg.sft.steps), desc="generator cold start (SFT)", disable=not progress):
-            m = sft_step(generator, opt, sched, encode_pairs(tok, *demonstrations(cfg, step, exclude)))
+            m = sft_step(generator, opt, sched, encode_by_length(tok, *demonstrations(cfg, step, exclude)))
             tracker.log("sft", step + 1, m)
     if state["phase"] == "cold_start":
         cold = evaluate()
@@ -242,29 +239,26 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         return out
 
     def judge_sft(
-        batches: Callable[[int, random.Random], list[tuple[str, str]]], steps: int, phase: str
+        batches: Callable[[int, random.Random], list[tuple[str, str]]], steps: int, lr: float
     ) -> None:
         """Supervised fine-tuning of the judge on (prompt, target) batches drawn per step."""
-        opt, sched = make_optimizer(
-            verifier.model, lc.judge_sft_lr, warmup_steps=min(20, steps // 5), total_steps=steps
-        )
+        phase = "judge_sft"
+        opt, sched = make_optimizer(verifier.model, lr, warmup_steps=min(20, steps // 5), total_steps=steps)
         rng = random.Random(f"{cfg.seed}-{phase}-{state['round']}")
         desc = f"round {state['round']}: {phase}" if state["phase"] != "judges" else f"cold start: {phase}"
         for step in tqdm(range(steps), desc=desc, disable=not progress):
-            batch = batches(step, rng)
-            m = sft_step(
-                verifier.model, opt, sched, encode_pairs(tok, [p for p, _ in batch], [t for _, t in batch])
-            )
+            prompts, targets = zip(*batches(step, rng), strict=True)
+            m = sft_step(verifier.model, opt, sched, encode_by_length(tok, list(prompts), list(targets)))
             tracker.log(phase, step + 1, m | {"round": float(state["round"])})
 
     def meta_example(problem: Problem, steps: Sequence[str], rng: random.Random) -> tuple[str, str]:
-        """A faithful or an unfaithful analysis of the solution (even odds) and its meta label."""
+        """A faithful or an unfaithful analysis of the solution (even odds) and its faithful
+        meta-verification (the judge's own analysis, then the meta label)."""
         if rng.random() < 0.5:
             analysis = reference_analysis(problem, steps)
         else:
             analysis = unfaithful_analysis(problem, steps, rng)
-        it = meta_item(problem, tuple(steps), analysis)
-        return it.prompt, format_meta(it.label)
+        return meta_prompt(problem.prompt, steps, analysis), meta_reference(problem, steps, analysis)[0]
 
     # 2. Judge cold start. Each step's batch: solutions from the labelled pool, and fresh synthetic ones
     # (the reference, or the reference with one injected error: unlimited labelled data, so the judge
@@ -288,15 +282,17 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 out.append((it.prompt, it.analysis))
         return out
 
-    def cold_start_batch(step: int, rng: random.Random) -> list[tuple[str, str]]:
-        n_syn = round(lc.judge_sft_batch_size * lc.judge_synthetic_fraction)
-        fresh = train_problems(cfg.task, n_syn, seed=cfg.seed, tag=f"judge-{step}", exclude=exclude)
+    def cold_start_batch(step: int, rng: random.Random, size: int | None = None) -> list[tuple[str, str]]:
+        size = lc.judge_sft_batch_size if size is None else size
+        n_syn = round(size * lc.judge_synthetic_fraction)
+        tag = f"judge-{state['round']}-{step}"
+        fresh = train_problems(cfg.task, n_syn, seed=cfg.seed, tag=tag, exclude=exclude)
         items = [truth_labelled(p, synthetic_solution(p, rng, correct_fraction=0.4)[1]) for p in fresh]
-        items += rng.sample(pool, min(len(pool), lc.judge_sft_batch_size - n_syn))
+        items += rng.sample(pool, min(len(pool), size - n_syn))
         return judge_examples(items, rng)
 
     if state["phase"] == "judges":
-        judge_sft(cold_start_batch, lc.judge_sft_steps, "judge_sft")
+        judge_sft(cold_start_batch, lc.judge_sft_steps, lc.judge_sft_lr)
         save("verifier", round=0)
 
     # Rewards the judges and the generator are trained with.
@@ -391,15 +387,18 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         r = state["round"]
         if state["phase"] == "verifier":
             data = state["auto"] if r > 0 else pool
-            if r > 0 and data:  # the auto-labels; meta-verifier examples from the seed pool only
-
+            if r > 0 and data:
+                # The auto-labels join the cold start's data: a share of each batch is auto-labelled
+                # samples (their meta-verifier examples drawn from the seed pool: the auto-labels carry no
+                # meta label), the rest the cold start's mix, so a few hundred labels do not undo it.
                 def auto_batch(
-                    _step: int, rng: random.Random, data: list[Labelled] = data
+                    step: int, rng: random.Random, data: list[Labelled] = data
                 ) -> list[tuple[str, str]]:
-                    chosen = rng.sample(data, min(len(data), lc.judge_sft_batch_size))
-                    return judge_examples(chosen, rng, meta_source=pool)
+                    k = min(len(data), round(lc.judge_sft_batch_size * lc.auto_sft_fraction))
+                    chosen = judge_examples(rng.sample(data, k), rng, meta_source=pool)
+                    return chosen + cold_start_batch(step, rng, lc.judge_sft_batch_size - k)
 
-                judge_sft(auto_batch, lc.auto_sft_steps, "judge_sft")
+                judge_sft(auto_batch, lc.auto_sft_steps, lc.auto_sft_lr)
             judge_rl(data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
             # Meta RL items: analyses of only as many pool samples as the steps consume (3 items each).
             need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // 3)
@@ -510,19 +509,25 @@ def scaled_verification(
         seed=seed,
     )
     analyses = [flat[i * lc.scaled_n : (i + 1) * lc.scaled_n] for i in range(len(samples))]
-    meta_prompts = [
-        meta_prompt(p.prompt, s, a.analysis)
-        for p, s, group in zip(problems, samples, analyses, strict=True)
-        for a in group
-        for _ in range(lc.scaled_m)
+    # Only an analysis that reports an issue needs meta-verifying (the rule ignores the others' scores).
+    needs = [
+        (i, j) for i, group in enumerate(analyses) for j, a in enumerate(group) if a.parsed and a.score < 1
     ]
-    judged = meta.judge(meta_prompts, greedy=False, seed=seed + 1)
+    judged = meta.judge(
+        [
+            meta_prompt(problems[i].prompt, samples[i], analyses[i][j].analysis)
+            for i, j in needs
+            for _ in range(lc.scaled_m)
+        ],
+        greedy=False,
+        seed=seed + 1,
+    )
+    meta_of = {
+        ij: [ms for ms, _ in judged[q * lc.scaled_m : (q + 1) * lc.scaled_m]] for q, ij in enumerate(needs)
+    }
     labelled, agree, kept = [], 0, 0
     for i, (p, s, group) in enumerate(zip(problems, samples, analyses, strict=True)):
-        base = i * lc.scaled_n * lc.scaled_m
-        metas = [
-            [judged[base + j * lc.scaled_m + q][0] for q in range(lc.scaled_m)] for j in range(lc.scaled_n)
-        ]
+        metas = [meta_of.get((i, j), []) for j in range(lc.scaled_n)]
         label = scaled_verification_label(group, metas, lc.scaled_k)
         if label.score is None:
             continue

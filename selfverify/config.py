@@ -111,7 +111,7 @@ class RoundsConfig:
     judge_pool: int = 2048  # generator samples labelled for the judge's cold start
     judge_synthetic_fraction: float = 0.5  # of each batch: fresh references with or without an error
     judge_meta_fraction: float = 0.5  # of each batch: meta-verifier examples (the rest: verifier)
-    judge_max_new_tokens: int = 96
+    judge_max_new_tokens: int = 112  # an analysis; the meta-verifier writes one and its verdict
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
     meta_rl_steps: int = 10
@@ -124,7 +124,11 @@ class RoundsConfig:
     scaled_n: int = 4
     scaled_m: int = 3
     scaled_k: int = 2
-    auto_sft_steps: int = 100  # judge SFT on the auto-labels before the next round
+    # Judge SFT before each later round: a share auto_sft_fraction of each batch is the previous round's
+    # auto-labels, the rest the cold start's mix; gentler than the cold start (auto_sft_lr).
+    auto_sft_steps: int = 100
+    auto_sft_fraction: float = 0.5
+    auto_sft_lr: float = 3e-4
     labels: str = "auto"  # auto: rounds after the first train the verifier on auto-labels only; truth
     eval_samples: int = 256  # held-out generator samples for verifier F1 / meta accuracy
 
@@ -218,6 +222,7 @@ def check_choices(cfg: Config) -> None:
         "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
         "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
         "loop.judge_meta_fraction": cfg.loop.judge_meta_fraction,
+        "loop.auto_sft_fraction": cfg.loop.auto_sft_fraction,
     }
     for key, value in fractions.items():
         if not 0.0 <= value <= 1.0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 
 import torch
 
@@ -46,17 +47,24 @@ def sft_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
-    batch: Rollout,
+    batch: Rollout | Sequence[Rollout],
     grad_clip: float = 1.0,
 ) -> dict[str, float]:
-    """One supervised step: mean NLL of the response tokens (prompt tokens carry no loss)."""
-    loss = -masked_mean(response_logprobs(model, batch), batch.response_mask)
+    """One supervised step: mean NLL of the response tokens (prompt tokens carry no loss) over a batch,
+    or over the groups of one batch (``rollout.encode_by_length``): gradients accumulate, each group's
+    summed NLL divided by the batch's token count, so the step does not depend on the grouping."""
+    parts = [batch] if isinstance(batch, Rollout) else list(batch)
+    n_tokens = sum(float(b.response_mask.sum()) for b in parts)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    loss = 0.0
+    for b in parts:
+        part = -(response_logprobs(model, b) * b.response_mask).sum() / n_tokens
+        part.backward()
+        loss += part.item()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     scheduler.step()
-    return {"loss": loss.item(), "grad_norm": grad_norm.item(), "lr": scheduler.get_last_lr()[0]}
+    return {"loss": loss, "grad_norm": grad_norm.item(), "lr": scheduler.get_last_lr()[0]}
 
 
 def policy_update(

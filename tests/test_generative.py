@@ -21,6 +21,7 @@ from verifiers.generative import (
     format_meta,
     meta_label,
     meta_prompt,
+    meta_reference,
     parse_analysis,
     parse_meta,
     problem_prompt,
@@ -235,14 +236,38 @@ def test_meta_label() -> None:
 
 
 def test_parse_and_format_meta() -> None:
-    assert parse_meta("M:1") == (1.0, True)
-    assert parse_meta("\n  M:0.5 \nanything after") == (0.5, True)
-    assert parse_meta("M:0") == (0.0, True)
-    for bad in ("", "  \n", "M:2", "M:0.7", "M: 1", "m:1", "x\nM:1", "S:1", "M:1.0"):
+    own = "5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0\n"
+    assert parse_meta(own + "M:1") == (1.0, True)
+    assert parse_meta("\n  " + own.replace("\n", " \n") + "M:0.5 \n") == (0.5, True)
+    assert parse_meta("S:1\nM:0") == (0.0, True)  # an analysis of a solution with no steps
+    for bad in (
+        "",
+        "  \n",
+        "M:1",  # no own analysis
+        own + "M:2",
+        own + "M:0.7",
+        own + "M: 1",
+        own + "m:1",
+        own + "M:1.0",
+        own + "M:1\nanything after",
+        "5-7=-2 -2 +\nM:1",  # no score line
+        "x\nS:0\nM:1",
+        own,
+    ):
         assert parse_meta(bad) == (0.0, False), bad
     assert [format_meta(s) for s in (0.0, 0.5, 1.0)] == ["M:0", "M:0.5", "M:1"]
     for s in (0.0, 0.5, 1.0):
-        assert parse_meta(format_meta(s)) == (s, True)
+        assert parse_meta(own + format_meta(s)) == (s, True)
+
+
+def test_meta_reference_is_own_check_then_label() -> None:
+    steps = ["5-7=-2", "-2-6=-9", "A:-9"]
+    faithful = reference_analysis(PROBLEM, steps)
+    assert meta_reference(PROBLEM, steps, faithful) == (faithful + "\nM:1", 1.0)
+    target, label = meta_reference(PROBLEM, steps, "5-7=-2 -2 +\n-2-6=-9 -9 +\nA:-9 -9 +\nS:1")
+    assert (target, label) == (faithful + "\nM:0", 0.0)
+    assert parse_meta(target) == (0.0, True)
+    assert meta_reference(PROBLEM, steps, "not an analysis")[1] == 0.0
 
 
 def test_split_self_evaluation() -> None:
@@ -346,7 +371,7 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "gen"
     verifier.save(out)
     manifest = json.loads((out / "verifier.json").read_text())
-    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format_version": 2}
+    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format_version": 3}
     for spec in (str(out), str(out / "verifier.json")):
         loaded = load_verifier(spec)
         assert isinstance(loaded, GenerativeVerifier) and loaded.max_new_tokens == 10
@@ -356,8 +381,8 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     assert loaded.tokenizer("Q:1+2\n#V\n")["input_ids"] == verifier.tokenizer("Q:1+2\n#V\n")["input_ids"]
     assert loaded.verify_batch(ITEMS) == verifier.verify_batch(ITEMS)
     assert load_verifier(str(out), batch_size=3).batch_size == 3
-    (out / "verifier.json").write_text(json.dumps(manifest | {"format_version": 1}))
-    with pytest.raises(ValueError, match="analysis format 1"):  # its analyses would be misread
+    (out / "verifier.json").write_text(json.dumps(manifest | {"format_version": 2}))
+    with pytest.raises(ValueError, match="analysis format 2"):  # its meta outputs would be misread
         load_verifier(str(out))
 
 

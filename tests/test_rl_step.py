@@ -21,7 +21,7 @@ from selfverify.rl import (
     rl_step,
     terminal_token_rewards,
 )
-from selfverify.rollout import encode_pairs, line_end_tokens, response_logprobs, sample
+from selfverify.rollout import encode_by_length, encode_pairs, line_end_tokens, response_logprobs, sample
 from selfverify.tasks import Problem, split_steps
 from selfverify.trainer import make_optimizer, policy_update, sft_step
 
@@ -266,3 +266,22 @@ def test_rl_step_overlong_penalty_lands_on_the_last_step(monkeypatch):
         expected[i, n_steps - 1] += penalty[i]
     torch.testing.assert_close(shaped, expected)
     assert torch.equal(end, steps.end) and torch.equal(mask, steps.mask)
+
+
+def test_sft_step_over_length_groups_equals_one_batch() -> None:
+    """encode_by_length only saves padding: the step's loss and update are those of the whole batch."""
+    tok = build_char_tokenizer()
+    prompts = [p.prompt for p in PROBLEMS] + ["Q:1+2+3+4+5\n"]
+    responses = [p.reference_solution() for p in PROBLEMS] + ["A:15"]
+    groups = encode_by_length(tok, prompts, responses, parts=3)
+    assert len(groups) == 3 and sum(len(g.texts) for g in groups) == len(prompts)
+    assert sorted(t for g in groups for t in g.texts) == sorted(responses)
+    results = []
+    for batch in (encode_pairs(tok, prompts, responses), groups):
+        model = build_model(SPEC, tok, seed=0)
+        opt, sched = make_optimizer(model, 1e-2)
+        m = sft_step(model, opt, sched, batch)
+        results.append((m["loss"], m["grad_norm"], [p.detach().clone() for p in model.parameters()]))
+    (loss_a, norm_a, params_a), (loss_b, norm_b, params_b) = results
+    assert loss_a == pytest.approx(loss_b, rel=1e-5) and norm_a == pytest.approx(norm_b, rel=1e-4)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params_a, params_b, strict=True))

@@ -27,9 +27,18 @@ names the issue exactly. The claimed result is copied next to the derived one so
 comparison of two adjacent numbers: with only the derived step before it, a small verifier learns to
 derive every step right and still marks every given step ``+`` (docs/RESULTS.md).
 
-**Meta-verifier.** Prompt: the verifier prompt, the analysis, then ``#M``; output ``M:<score>``: 1 when
-the analysis is faithful (it names the real earliest wrong step, or none when there is none, and its
-score is the true score), 0.5 when one of the two is right, 0 when neither is or it is unparsable.
+**Meta-verifier.** Prompt: the verifier prompt, the analysis, then ``#M``. Output: its own analysis of
+the solution (the verifier's format: it checks the steps itself), then ``M:<score>``: 1 when the given
+analysis is faithful (it names the real earliest wrong step, or none when there is none, and its score
+is the true score), 0.5 when one of the two is right, 0 when neither is or it is unparsable::
+
+    5-7=-2 -2 +
+    -2-6=-8 -9 -
+    S:0
+    M:1
+
+Without its own check a small meta-verifier cannot tell a faithful analysis from one that misjudges
+(both read the same); with it, the verdict compares two analyses line by line (docs/RESULTS.md).
 
 Parsing is strict (regular expressions over bounded lines); unparsable output gets ``parsed=False``,
 which is R_format = 0 in the rewards.
@@ -62,7 +71,7 @@ _MARK_RE = re.compile(r"^(\S{1,40}) (\S{1,40}) ([+-])$")
 _SCORE_RE = re.compile(rf"^S:{_SCORE}$")
 _META_RE = re.compile(rf"^M:{_SCORE}$")
 NOTHING = "."  # the expected text of a line that should not exist
-FORMAT_VERSION = 2  # 1: expected step and mark only; 2: the claimed result between them
+FORMAT_VERSION = 3  # 1: expected step and mark; 2: + the claimed result; 3: + the meta-verifier's own check
 
 
 def verifier_prompt(problem_prompt: str, steps: Sequence[str]) -> str:
@@ -201,10 +210,22 @@ def meta_label(problem: Problem, analysis: Verdict, check: StepCheck) -> float:
 
 
 def parse_meta(text: str) -> tuple[float, bool]:
-    """Meta-verifier output -> (score, parsed); unparsable output scores 0."""
+    """Meta-verifier output (its own analysis, then ``M:<score>``) -> (score, parsed); output that is
+    not in that form scores 0, unparsed."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    m = _META_RE.match(lines[0]) if lines else None
-    return (float(m.group(1)), True) if m else (0.0, False)
+    m = _META_RE.match(lines[-1]) if lines else None
+    own = lines[:-1]
+    if m is None or not own or not _SCORE_RE.match(own[-1]) or not all(map(_MARK_RE.match, own[:-1])):
+        return 0.0, False
+    return float(m.group(1)), True
+
+
+def meta_reference(problem: Problem, steps: Sequence[str], analysis: str) -> tuple[str, float]:
+    """The faithful meta-verification of ``analysis`` (the faithful analysis of the solution, then the
+    meta label) and that label, from the ground-truth checker."""
+    check = check_solution(problem, "\n".join(steps))
+    label = meta_label(problem, parse_analysis(analysis, len(steps)), check)
+    return reference_analysis(problem, steps) + "\n" + format_meta(label), label
 
 
 def format_meta(score: float) -> str:
@@ -323,7 +344,8 @@ class GenerativeVerifier(LMJudge):
         if manifest.get("format_version") != FORMAT_VERSION:
             raise ValueError(
                 f"{path}: a generative verifier of analysis format {manifest.get('format_version')}; this "
-                f"version reads format {FORMAT_VERSION} (the claimed result on every line): retrain it"
+                f"version reads format {FORMAT_VERSION} (the claimed result on every line, the "
+                "meta-verifier's own check before its verdict): retrain it"
             )
         return cls(model, tokenizer, max_new_tokens=manifest.get("max_new_tokens", 80), **kwargs)
 
