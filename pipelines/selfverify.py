@@ -219,7 +219,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     # in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis needs the same
     # skill as writing one, and one model trains once.
     verifier = GenerativeVerifier(models["judge"], tok, max_new_tokens=lc.judge_max_new_tokens)
-    meta = MetaVerifier(models["judge"], tok, max_new_tokens=8)
+    meta = MetaVerifier(models["judge"], tok, max_new_tokens=lc.judge_max_new_tokens)
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
     pool_problems = train_problems(cfg.task, lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
@@ -366,7 +366,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             policy_loss="ppo_clip",
             prompts_per_step=lc.judge_prompts_per_step,
             group_size=lc.judge_group_size,
-            max_new_tokens=lc.judge_max_new_tokens if tag == "verifier" else 8,
+            max_new_tokens=lc.judge_max_new_tokens,
             dynamic_sampling=False,
             overlong_buffer=0,
             kl_coef=0.0,
@@ -574,6 +574,7 @@ def evaluate_judges(
         "verifier_acc_corr": pb["acc_corr"],
         "verifier_parse_rate": sum(v.parsed for v in verdicts) / n,
         "meta_accuracy": sum(hits) / n,
+        "meta_parse_rate": sum(ok for _, ok in judged) / n,
         # On the analyses that are not faithful alone: a meta-verifier that always says "faithful"
         # scores 0 here however good the verifier (and so meta_accuracy) is.
         "meta_accuracy_unfaithful": sum(unfaithful) / len(unfaithful) if unfaithful else None,

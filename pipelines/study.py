@@ -27,6 +27,7 @@ import matplotlib
 import numpy as np
 from scipy import stats
 
+from selfverify.config import ConfigError, load_config
 from selfverify.io import atomic_write_text
 from selfverify.loop import main as run_loop
 from selfverify.tracking import read_metrics
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--share-cold-start", action="store_true", help="one cold start per seed, shared by every arm"
     )
+    parser.add_argument("--config", help="YAML config of every run (default: the packaged default)")
     parser.add_argument("overrides", nargs="*", help="overrides applied to every run")
     args = parser.parse_args(argv)
     arms = [(o, [f"objective={o}"]) for o in args.objectives.split(",") if o] + args.arm
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out)
     flags = ["--no-progress"] if args.no_progress else []
+    flags += ["--config", args.config] if args.config else []
 
     def ensure_run(run_dir: Path, overrides: list[str]) -> int:
         if (run_dir / "summary.json").exists():
@@ -190,10 +193,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def cold_start(seed: int, arm_overrides: list[str]) -> list[str]:
         """The init_from override of an arm's shared cold start (run on first use), or none."""
-        every = [*args.overrides, *arm_overrides]
-        if not args.share_cold_start or "reward.mode=self_verify" in every:
+        if not args.share_cold_start:
             return []
-        loop = "pipeline=selfverify" in every
+        try:
+            cfg = load_config(args.config, [*args.overrides, *arm_overrides])
+        except ConfigError as err:
+            raise SystemExit(f"error: {err}") from None
+        if cfg.reward.mode == "self_verify":
+            return []
+        loop = cfg.pipeline == "selfverify"
         cold_dir = out / "runs" / f"{'loop-' if loop else ''}cold-start-seed{seed}"
         stage = ["pipeline=selfverify", "loop.rounds=0"] if loop else ["pipeline=rl", "rl.steps=0"]
         if code := ensure_run(cold_dir, [*args.overrides, *stage, "reward.mode=outcome", f"seed={seed}"]):

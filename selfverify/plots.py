@@ -28,7 +28,9 @@ def plot_curves(records: list[dict], path: Path) -> None:
             sum(r["reward"] for r in rl[max(0, i - k + 1) : i + 1]) / min(k, i + 1) for i in range(len(rl))
         ]
         axes[1].plot([r["step"] for r in rl], smooth, color="tab:blue", label=f"mean of {k}")
-    axes[1].set(title="RL: training reward", xlabel="RL step", ylabel="mean reward", ylim=(-0.02, 1.02))
+    # Outcome rewards lie in [0, 1]; process rewards sum the step scores, so let those scale.
+    top = max([1.0] + [r["reward"] for r in rl])
+    axes[1].set(title="RL: training reward", xlabel="RL step", ylabel="mean reward", ylim=(-0.02, top * 1.02))
     axes[1].legend(loc="lower right")
     axes[2].plot([r["step"] for r in rl], [r["response_length"] for r in rl], color="tab:purple")
     axes[2].set(title="RL: mean response length", xlabel="RL step", ylabel="tokens")

@@ -15,8 +15,10 @@ from selfverify.tracking import read_metrics
 torch.set_num_threads(1)
 os.environ.setdefault("WANDB_SILENT", "true")
 
-# A tiny but complete job: every phase runs, in seconds.
+# A tiny but complete job of the RL-only pipeline: every phase runs, in seconds (tiny_loop: the loop).
 TINY = [
+    "pipeline=rl",
+    "reward.mode=outcome",
     "model.hidden_size=32",
     "model.num_layers=1",
     "model.num_heads=2",

@@ -8,8 +8,10 @@ from selfverify.loop import main
 
 def test_default_config_is_packaged_and_loads():
     assert (config_dir() / "default.yaml").is_file()
-    cfg = load_config()
-    assert cfg.pipeline and cfg.rl.steps > 0 and cfg.sft.steps > 0
+    cfg = load_config()  # the self-verification loop on the process reward
+    assert cfg.pipeline == "selfverify" and cfg.reward.mode == "process" and cfg.loop.rounds > 0
+    rl = load_config(config_dir() / "rl.yaml")  # the RL-only job
+    assert rl.pipeline == "rl" and rl.reward.mode == "outcome" and rl.rl.steps > 0 and rl.sft.steps > 0
 
 
 def test_dotted_overrides_and_types():

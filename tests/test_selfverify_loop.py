@@ -13,6 +13,8 @@ ROUND_KEYS = {
     "generator_accuracy",
     "verifier_f1",
     "meta_accuracy",
+    "meta_parse_rate",
+    "verifier_parse_rate",
     "auto_label_agreement",
     "auto_label_discard_rate",
     "reward_hacking_gap",
