@@ -1,0 +1,73 @@
+"""Show how a loop run's judge meta-verifies: its greedy analyses of held-out generator samples, its
+meta-verifications of them, and (true meta label, verdict) counts (docs/RESULTS.md, session 4)::
+
+    python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from selfverify.config import load_config
+from selfverify.models import load_pretrained
+from selfverify.rollout import sample_texts
+from selfverify.tasks import check_solution, heldout_split, split_steps
+from verifiers.generative import (
+    GenerativeVerifier,
+    MetaVerifier,
+    meta_label,
+    meta_prompt,
+    meta_reference,
+    parse_meta,
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a pipeline=selfverify run (checkpoints/latest)")
+    parser.add_argument("--n", type=int, default=64, help="held-out problems")
+    parser.add_argument("--show", type=int, default=6, help="misjudged examples to print")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    cfg = load_config(args.run_dir / "config.yaml")
+    latest = args.run_dir / "checkpoints" / "latest"
+    generator, tok = load_pretrained(latest / "generator")
+    judge, _ = load_pretrained(latest / "judge")
+    budget = cfg.loop.judge_max_new_tokens
+    verifier, meta = GenerativeVerifier(judge, tok, budget), MetaVerifier(judge, tok, budget)
+    problems = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)[: args.n]
+    texts = sample_texts(
+        generator,
+        tok,
+        [p.prompt for p in problems],
+        max_new_tokens=cfg.rl.max_new_tokens,
+        batch_size=256,
+        seed=5,
+    )
+    samples = [tuple(split_steps(t)) for t in texts]
+    verdicts = verifier.analyse([p.prompt for p in problems], samples)
+    prompts = [
+        meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)
+    ]
+    outputs = meta.generate(prompts)
+    counts: Counter[tuple[float, str]] = Counter()
+    shown = 0
+    for p, s, v, prompt, out in zip(problems, samples, verdicts, prompts, outputs, strict=True):
+        label = meta_label(p, v, check_solution(p, "\n".join(s)))
+        score, parsed = parse_meta(out)
+        counts[(label, str(score) if parsed else "unparsed")] += 1
+        if (not parsed or score != label) and shown < args.show:
+            shown += 1
+            reference = meta_reference(p, s, v.analysis)[0]
+            print(f"{prompt}--- judge wrote:\n{out}\n--- faithful meta-verification:\n{reference}\n")
+    print("(true meta label, verdict): count")
+    for key, n in sorted(counts.items()):
+        print(f"  {key}: {n}")
+
+
+if __name__ == "__main__":
+    main()
