@@ -73,11 +73,13 @@ def test_verifier_prompt_exact() -> None:
 
 
 def test_meta_prompt_exact() -> None:
-    analysis = "\n1+2=3 +\nA:3 +\nS:1\n\n"
-    assert meta_prompt("Q:1+2\n", ["1+2=3", "A:3"], analysis) == (
-        "Q:1+2\n1+2=3\nA:3\n#V\n1+2=3 +\nA:3 +\nS:1\n#M\n"
-    )
-    assert meta_prompt("Q:1+2\n", [], "") == "Q:1+2\n#V\n\n#M\n"
+    """The meta-verifier sees the analysis's verdict (named step, 1-based, 0 = none; score), not its lines."""
+    analysis = "\n1+2=3 3 +\nA:3 3 +\nS:1\n\n"
+    assert meta_prompt("Q:1+2\n", ["1+2=3", "A:3"], analysis) == "Q:1+2\n1+2=3\nA:3\n#M E:0 S:1\n"
+    flagged = "1+2=3 3 +\nA:3 4 -\nS:0.5"
+    assert meta_prompt("Q:1+2", ["1+2=3", "A:4"], flagged) == "Q:1+2\n1+2=3\nA:4\n#M E:2 S:0.5\n"
+    assert meta_prompt("Q:1+2\n", ["1+2=3", "A:3"], "garbage") == "Q:1+2\n1+2=3\nA:3\n#M ?\n"
+    assert meta_prompt("Q:1+2\n", [], "") == "Q:1+2\n#M ?\n"
 
 
 def test_problem_prompt() -> None:
@@ -371,7 +373,7 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "gen"
     verifier.save(out)
     manifest = json.loads((out / "verifier.json").read_text())
-    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format_version": 3}
+    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format_version": 4}
     for spec in (str(out), str(out / "verifier.json")):
         loaded = load_verifier(spec)
         assert isinstance(loaded, GenerativeVerifier) and loaded.max_new_tokens == 10
@@ -381,8 +383,8 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     assert loaded.tokenizer("Q:1+2\n#V\n")["input_ids"] == verifier.tokenizer("Q:1+2\n#V\n")["input_ids"]
     assert loaded.verify_batch(ITEMS) == verifier.verify_batch(ITEMS)
     assert load_verifier(str(out), batch_size=3).batch_size == 3
-    (out / "verifier.json").write_text(json.dumps(manifest | {"format_version": 2}))
-    with pytest.raises(ValueError, match="analysis format 2"):  # its meta outputs would be misread
+    (out / "verifier.json").write_text(json.dumps(manifest | {"format_version": 3}))
+    with pytest.raises(ValueError, match="analysis format 3"):  # its meta prompts would be misread
         load_verifier(str(out))
 
 

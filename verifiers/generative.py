@@ -27,18 +27,27 @@ names the issue exactly. The claimed result is copied next to the derived one so
 comparison of two adjacent numbers: with only the derived step before it, a small verifier learns to
 derive every step right and still marks every given step ``+`` (docs/RESULTS.md).
 
-**Meta-verifier.** Prompt: the verifier prompt, the analysis, then ``#M``. Output: its own analysis of
-the solution (the verifier's format: it checks the steps itself), then ``M:<score>``: 1 when the given
-analysis is faithful (it names the real earliest wrong step, or none when there is none, and its score
-is the true score), 0.5 when one of the two is right, 0 when neither is or it is unparsable::
+**Meta-verifier.** Prompt: the problem and the steps, then ``#M`` and the verdict of the analysis
+under audit: the step it names as the earliest wrong one (1-based; 0: none) and its score, or ``?`` when
+it does not parse. Output: its own analysis of the solution (the verifier's format: it checks the steps
+itself), then ``M:<score>``: 1 when the analysis is faithful (it names the real earliest wrong step, or
+none when there is none, and its score is the true score), 0.5 when one of the two is right, 0 when
+neither is or it is unparsable::
+
+    Q:5-7-6
+    5-7=-2
+    -2-6=-9
+    A:-9
+    #M E:0 S:1
 
     5-7=-2 -2 +
     -2-6=-8 -9 -
     S:0
-    M:1
+    M:0
 
-Without its own check a small meta-verifier cannot tell a faithful analysis from one that misjudges
-(both read the same); with it, the verdict compares two analyses line by line (docs/RESULTS.md).
+It reads the analysis's verdict, not its lines: shown the lines, a small meta-verifier copies them as
+its own check instead of checking, and without a check of its own it cannot tell a faithful verdict
+from a wrong one (docs/RESULTS.md). Faithfulness, as labelled, is about the verdict.
 
 Parsing is strict (regular expressions over bounded lines); unparsable output gets ``parsed=False``,
 which is R_format = 0 in the rewards.
@@ -71,17 +80,27 @@ _MARK_RE = re.compile(r"^(\S{1,40}) (\S{1,40}) ([+-])$")
 _SCORE_RE = re.compile(rf"^S:{_SCORE}$")
 _META_RE = re.compile(rf"^M:{_SCORE}$")
 NOTHING = "."  # the expected text of a line that should not exist
-FORMAT_VERSION = 3  # 1: expected step and mark; 2: + the claimed result; 3: + the meta-verifier's own check
+# 1: expected step and mark; 2: + the claimed result; 3: + the meta-verifier's own check; 4: it reads the
+# analysis's verdict, not its lines.
+FORMAT_VERSION = 4
 
 
 def verifier_prompt(problem_prompt: str, steps: Sequence[str]) -> str:
     """``Q:...`` + the steps + ``#V``; newlines inside a step become spaces (one line per step)."""
-    body = "".join(" ".join(s.split()) + "\n" for s in steps)
-    return problem_prompt.rstrip("\n") + "\n" + body + VERIFY_TAG + "\n"
+    return _solution_block(problem_prompt, steps) + VERIFY_TAG + "\n"
 
 
 def meta_prompt(problem_prompt: str, steps: Sequence[str], analysis: str) -> str:
-    return verifier_prompt(problem_prompt, steps) + analysis.strip() + "\n" + META_TAG + "\n"
+    """``Q:...`` + the steps + ``#M`` and the analysis's verdict: ``E:<k> S:<score>`` (k: the 1-based
+    step it names as the earliest wrong one, 0 for none), or ``?`` when the analysis does not parse."""
+    verdict = parse_analysis(analysis, len(steps))
+    claim = f"E:{verdict.earliest_error + 1} S:{format_score(verdict.score)}" if verdict.parsed else "?"
+    return _solution_block(problem_prompt, steps) + f"{META_TAG} {claim}\n"
+
+
+def _solution_block(problem_prompt: str, steps: Sequence[str]) -> str:
+    body = "".join(" ".join(s.split()) + "\n" for s in steps)
+    return problem_prompt.rstrip("\n") + "\n" + body
 
 
 def true_score(problem: Problem, check: StepCheck) -> float:
@@ -344,8 +363,8 @@ class GenerativeVerifier(LMJudge):
         if manifest.get("format_version") != FORMAT_VERSION:
             raise ValueError(
                 f"{path}: a generative verifier of analysis format {manifest.get('format_version')}; this "
-                f"version reads format {FORMAT_VERSION} (the claimed result on every line, the "
-                "meta-verifier's own check before its verdict): retrain it"
+                f"version reads format {FORMAT_VERSION} (the claimed result on every line; the "
+                "meta-verifier reads the analysis's verdict and checks the steps itself): retrain it"
             )
         return cls(model, tokenizer, max_new_tokens=manifest.get("max_new_tokens", 80), **kwargs)
 
