@@ -59,6 +59,7 @@ from selfverify.tasks.arithmetic import synthetic_solution
 from selfverify.tracking import Tracker
 from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
+    FORMAT_VERSION,
     GenerativeVerifier,
     MetaVerifier,
     meta_label,
@@ -67,6 +68,7 @@ from verifiers.generative import (
     parse_analysis,
     parse_meta,
     reference_analysis,
+    require_format,
     scaled_verification_label,
     split_self_evaluation,
     true_score,
@@ -150,10 +152,12 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     tok = build_char_tokenizer()
     if (ckpt / "latest").exists():
         models, tok, state = load_bundle(ckpt / "latest")
+        require_format(state.get("format_version"), str(ckpt / "latest"))
     elif cfg.init_from is not None and (Path(cfg.init_from) / "judge").is_dir():
         # A loop's cold start (a run with loop.rounds=0): generator, judge and seed pool, so the
         # rounds start at once. Studies share one per seed across reward modes.
         models, tok, state = load_bundle(Path(cfg.init_from))
+        require_format(state.get("format_version"), str(cfg.init_from))
         if (state["phase"], state["round"]) != ("verifier", 0):
             raise ValueError(
                 f"init_from={cfg.init_from}: not a checkpoint taken right after the judge cold start"
@@ -162,6 +166,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     else:
         models = {"generator": build_model(cfg.model, tok, cfg.seed)}
         state = {"phase": "cold_start", "round": 0, "lines": 0, "figures": {}, "rounds": [], "wall": 0.0}
+        state["format_version"] = FORMAT_VERSION  # of the judge's analyses: checked when loaded
         state["auto"] = []  # the latest round's auto-labelled verifier data
     tracker = Tracker(run_dir, cfg, keep=state["lines"])
     heldout = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
+from selfverify.checkpoint import load_bundle
 from selfverify.config import load_config
-from selfverify.models import load_pretrained
 from selfverify.rollout import sample_texts
 from selfverify.tasks import check_solution, heldout_split, split_steps
 from verifiers.generative import (
@@ -23,6 +23,7 @@ from verifiers.generative import (
     meta_prompt,
     meta_reference,
     parse_meta,
+    require_format,
 )
 
 
@@ -35,8 +36,9 @@ def main() -> None:
     torch.set_num_threads(1)
     cfg = load_config(args.run_dir / "config.yaml")
     latest = args.run_dir / "checkpoints" / "latest"
-    generator, tok = load_pretrained(latest / "generator")
-    judge, _ = load_pretrained(latest / "judge")
+    models, tok, state = load_bundle(latest)
+    require_format(state.get("format_version"), str(latest))
+    generator, judge = models["generator"], models["judge"]
     budget = cfg.loop.judge_max_new_tokens
     verifier, meta = GenerativeVerifier(judge, tok, budget), MetaVerifier(judge, tok, budget)
     problems = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)[: args.n]

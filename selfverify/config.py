@@ -129,7 +129,9 @@ class RoundsConfig:
     auto_sft_steps: int = 100
     auto_sft_fraction: float = 0.5
     auto_sft_lr: float = 3e-4
-    labels: str = "auto"  # auto: rounds after the first train the verifier on auto-labels only; truth
+    # Labels of each round's fresh samples for the next round's judge: auto (scaled verification) or truth
+    # (ground-truth analyses, the upper bound); either way beside the cold start's labelled data.
+    labels: str = "auto"
     eval_samples: int = 256  # held-out generator samples for verifier F1 / meta accuracy
 
 

@@ -5,9 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
+from selfverify.checkpoint import STATE_FILE
 from selfverify.loop import main
 from selfverify.tracking import read_metrics
+from verifiers.generative import FORMAT_VERSION
 
 ROUND_KEYS = {
     "generator_accuracy",
@@ -50,3 +53,19 @@ def test_killed_loop_resumes_to_the_same_result(tmp_path, tiny_overrides, tiny_l
     assert not (run / "summary.json").exists()
     _run(run, overrides)
     assert read_metrics(run) == read_metrics(tmp_path / "whole")
+
+
+def test_a_judge_of_another_analysis_format_is_refused(tmp_path, tiny_overrides, tiny_loop):
+    """Resuming, or starting the rounds from, a loop bundle whose judge writes another analysis format
+    stops with the format named instead of training it on misread outputs."""
+    cold = tmp_path / "cold"
+    _run(cold, [*tiny_overrides, *tiny_loop, "loop.rounds=0"])
+    latest = cold / "checkpoints" / "latest"
+    state = torch.load(latest / STATE_FILE, weights_only=False)
+    assert state["format_version"] == FORMAT_VERSION
+    torch.save({**state, "format_version": 3}, latest / STATE_FILE)
+    with pytest.raises(ValueError, match="analysis format 3"):
+        main(["--run-dir", str(tmp_path / "rounds"), "--no-progress", *tiny_overrides, *tiny_loop,
+              f"init_from={latest}"])  # fmt: skip
+    with pytest.raises(ValueError, match="analysis format 3"):  # resuming the run itself
+        main(["--run-dir", str(cold), "--no-progress", *tiny_overrides, *tiny_loop, "loop.rounds=0"])

@@ -247,6 +247,16 @@ def meta_reference(problem: Problem, steps: Sequence[str], analysis: str) -> tup
     return reference_analysis(problem, steps) + "\n" + format_meta(label), label
 
 
+def require_format(version: object, where: str) -> None:
+    """Refuse a judge trained under another analysis format: its outputs would be misread."""
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{where}: a generative verifier of analysis format {version}; this version reads format "
+            f"{FORMAT_VERSION} (the claimed result on every line; the meta-verifier reads the analysis's "
+            "verdict and checks the steps itself): retrain it"
+        )
+
+
 def format_meta(score: float) -> str:
     return f"M:{format_score(score)}"
 
@@ -360,12 +370,7 @@ class GenerativeVerifier(LMJudge):
     def from_pretrained(cls, path: Path, **kwargs: object) -> GenerativeVerifier:
         model, tokenizer = load_pretrained(path)
         manifest = json.loads((Path(path) / "verifier.json").read_text())
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
-                f"{path}: a generative verifier of analysis format {manifest.get('format_version')}; this "
-                f"version reads format {FORMAT_VERSION} (the claimed result on every line; the "
-                "meta-verifier reads the analysis's verdict and checks the steps itself): retrain it"
-            )
+        require_format(manifest.get("format_version"), str(path))
         return cls(model, tokenizer, max_new_tokens=manifest.get("max_new_tokens", 80), **kwargs)
 
 
