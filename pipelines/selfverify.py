@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from selfverify.checkpoint import load_bundle, recover, save_bundle
+from selfverify.checkpoint import CheckpointError, load_bundle, recover, save_bundle
 from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.critic import ValueModel
@@ -159,7 +159,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         models, tok, state = load_bundle(Path(cfg.init_from))
         require_format(state.get("format_version"), str(cfg.init_from))
         if (state["phase"], state["round"]) != ("verifier", 0):
-            raise ValueError(
+            raise CheckpointError(
                 f"init_from={cfg.init_from}: not a checkpoint taken right after the judge cold start"
             )
         state.update(lines=0, rounds=[], wall=0.0, phase_seconds={})

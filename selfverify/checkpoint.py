@@ -20,6 +20,10 @@ from selfverify.models import load_pretrained, save_pretrained
 STATE_FILE = "trainer_state.pt"
 
 
+class CheckpointError(ValueError):
+    """A checkpoint this run cannot use (another analysis format, another phase); the message names it."""
+
+
 def save_checkpoint(
     path: Path,
     model: torch.nn.Module,

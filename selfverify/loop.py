@@ -18,6 +18,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from selfverify.checkpoint import CheckpointError
 from selfverify.config import Config, ConfigError, load_config, to_yaml
 from selfverify.io import atomic_write_json, atomic_write_text
 from selfverify.plots import plot_curves
@@ -90,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
     console.print(f"run directory: {run_dir}")
-    summary = pipelines[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
+    try:
+        summary = pipelines[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
+    except CheckpointError as err:  # a resumed run or init_from it cannot use: nothing was written
+        console.print(f"[red]error:[/red] {err}")
+        return 2
     summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
     atomic_write_json(run_dir / "summary.json", summary)
     plot_curves(read_metrics(run_dir), run_dir / "curves.png")

@@ -31,6 +31,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from selfverify.checkpoint import CheckpointError
 from selfverify.io import AtomicJsonlWriter, RecordError, atomic_write_json, read_records, report_record_error
 from selfverify.realmath import SPLIT_RULES, SplitRule, split_steps
 from verifiers.base import Verdict, Verifier, VerifyInput, earliest_error_from_scores
@@ -144,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     try:
         verifier = load_verifier(args.verifier)
-    except VerifierSpecError as exc:
+    except (VerifierSpecError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from selfverify.checkpoint import CheckpointError
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.score import main as score_main
 from selfverify.tasks import Problem, check_solution
@@ -384,7 +385,7 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     assert loaded.verify_batch(ITEMS) == verifier.verify_batch(ITEMS)
     assert load_verifier(str(out), batch_size=3).batch_size == 3
     (out / "verifier.json").write_text(json.dumps(manifest | {"format_version": 3}))
-    with pytest.raises(ValueError, match="analysis format 3"):  # its meta prompts would be misread
+    with pytest.raises(CheckpointError, match="analysis format 3"):  # its meta prompts would be misread
         load_verifier(str(out))
 
 

@@ -65,6 +65,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from selfverify.checkpoint import CheckpointError
 from selfverify.io import atomic_write_json
 from selfverify.models import load_pretrained, save_pretrained
 from selfverify.rollout import sample_texts
@@ -250,7 +251,7 @@ def meta_reference(problem: Problem, steps: Sequence[str], analysis: str) -> tup
 def require_format(version: object, where: str) -> None:
     """Refuse a judge trained under another analysis format: its outputs would be misread."""
     if version != FORMAT_VERSION:
-        raise ValueError(
+        raise CheckpointError(
             f"{where}: a generative verifier of analysis format {version}; this version reads format "
             f"{FORMAT_VERSION} (the claimed result on every line; the meta-verifier reads the analysis's "
             "verdict and checks the steps itself): retrain it"
