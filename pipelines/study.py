@@ -48,8 +48,11 @@ class ArmResult:
     entropy: list[float] = field(default_factory=list)
     length: list[float] = field(default_factory=list)
     valid: list[float] = field(default_factory=list)  # final share of fully valid solutions
-    # Self-verification runs: last round's verifier F1 and verifier-minus-truth score gap per seed.
+    # Self-verification runs, last round per seed: verifier F1, meta-verifier accuracy, auto-label
+    # agreement with ground truth, verifier-minus-truth score gap.
     verifier_f1: list[float | None] = field(default_factory=list)
+    meta_accuracy: list[float | None] = field(default_factory=list)
+    agreement: list[float | None] = field(default_factory=list)
     gaps: list[float] = field(default_factory=list)
 
 
@@ -88,20 +91,35 @@ def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
         res.curves.append(curve)
         res.steps_to_threshold.append(steps_to(curve, threshold))
         if summary.get("rounds"):
-            res.verifier_f1.append(summary["rounds"][-1]["verifier_f1"])
-            res.gaps.append(summary["rounds"][-1]["reward_hacking_gap"])
+            last = summary["rounds"][-1]
+            res.verifier_f1.append(last["verifier_f1"])
+            res.meta_accuracy.append(last["meta_accuracy"])
+            res.agreement.append(last["auto_label_agreement"])
+            res.gaps.append(last["reward_hacking_gap"])
     return res
 
 
+def paired_difference(finals: list[float], baseline: list[float]) -> tuple[float, float]:
+    """Mean ± 95% CI of an arm's final accuracy minus the baseline arm's, seed by seed.
+
+    Arms of one seed share the seed's data order (and, with --share-cold-start, its cold start), so
+    the per-seed differences vary less than either arm does across seeds: the paired interval is the
+    honest test of "arm A beats arm B" with a handful of seeds.
+    """
+    return mean_ci([a - b for a, b in zip(finals, baseline, strict=True)])
+
+
 def markdown_table(results: list[ArmResult], threshold: float) -> str:
-    """One row per arm; self-verification arms add the verifier's F1 and its score gap to truth."""
+    """One row per arm, compared seed by seed with the first arm; self-verification arms add their
+    judges' figures (last round) and the verifier's score gap to truth."""
     loop = any(r.gaps for r in results)
-    extra = " verifier F1 | verifier − truth |" if loop else ""
+    base = results[0]
+    extra = " verifier F1 | meta-verifier acc | auto-label agreement | verifier − truth |" if loop else ""
     head = (
-        f"| arm | seeds | cold start | final accuracy (mean ± 95% CI) | gain | steps to {threshold:.0%} "
-        f"(reached/seeds) | all steps valid | entropy (last {TAIL}) | length (last {TAIL}) | wall s |"
-        f"{extra}\n"
-        f"|---|---|---|---|---|---|---|---|---|---|{'---|---|' if loop else ''}\n"
+        f"| arm | seeds | cold start | final accuracy (mean ± 95% CI) | gain | − {base.name} (paired) | "
+        f"steps to {threshold:.0%} (reached/seeds) | all steps valid | entropy (last {TAIL}) | "
+        f"length (last {TAIL}) | wall s |{extra}\n"
+        f"|---|---|---|---|---|---|---|---|---|---|---|{'---|' * 4 if loop else ''}\n"
     )
     rows = []
     for r in results:
@@ -113,10 +131,14 @@ def markdown_table(results: list[ArmResult], threshold: float) -> str:
             if reached
             else f"— (0/{len(r.finals)})"
         )
+        paired = "—"
+        if r is not base and len(r.finals) == len(base.finals):
+            diff, diff_ci = paired_difference(r.finals, base.finals)
+            paired = f"{diff:+.3f} ± {diff_ci:.3f}"
         rows.append(
             f"| {r.name} | {len(r.finals)} | {cold:.3f} | {final:.3f} ± {ci:.3f} | {final - cold:+.3f} | "
-            f"{steps} | {np.mean(r.valid):.3f} | {_mean(r.entropy, '.3f')} | {_mean(r.length, '.1f')} | "
-            f"{np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
+            f"{paired} | {steps} | {np.mean(r.valid):.3f} | {_mean(r.entropy, '.3f')} | "
+            f"{_mean(r.length, '.1f')} | {np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
         )
     return head + "\n".join(rows) + "\n"
 
@@ -127,10 +149,12 @@ def _mean(values: list[float], fmt: str) -> str:
 
 def _loop_columns(r: ArmResult) -> str:
     if not r.gaps:
-        return " — | — |"
-    f1 = [f for f in r.verifier_f1 if f is not None]
-    f1_text = f"{np.mean(f1):.3f}" if f1 else "—"
-    return f" {f1_text} | {np.mean(r.gaps):+.3f} |"
+        return " — | — | — | — |"
+    cells = [
+        _mean([v for v in values if v is not None], ".3f")
+        for values in (r.verifier_f1, r.meta_accuracy, r.agreement)
+    ]
+    return f" {' | '.join(cells)} | {np.mean(r.gaps):+.3f} |"
 
 
 def plot_study(results: list[ArmResult], path: Path) -> None:

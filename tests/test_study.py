@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipelines.study import main, mean_ci, steps_to
+from pipelines.study import main, mean_ci, paired_difference, steps_to
 
 
 def test_mean_ci_hand_case():
@@ -12,6 +12,13 @@ def test_mean_ci_hand_case():
     assert mean == 2.0
     assert half == pytest.approx(4.302653 / 3**0.5, rel=1e-5)  # t(0.975, 2) · s / √n with s = 1
     assert mean_ci([0.5]) == (0.5, 0.0)
+
+
+def test_paired_difference_is_the_ci_of_per_seed_differences():
+    diff, half = paired_difference([0.5, 0.6, 0.9], [0.4, 0.5, 0.7])
+    assert (diff, half) == pytest.approx(mean_ci([0.1, 0.1, 0.2]))
+    # Seed-to-seed spread shared by both arms cancels: a constant lead has no interval.
+    assert paired_difference([0.3, 0.8], [0.2, 0.7]) == pytest.approx((0.1, 0.0))
 
 
 def test_steps_to_threshold():
@@ -25,6 +32,7 @@ def test_study_runs_arms_and_seeds(tmp_path, tiny_overrides, capsys):
     assert main([*argv, *tiny_overrides]) == 0
     text = (out / "study.md").read_text()
     assert "| grpo | 2 |" in text and "| lowlr | 2 |" in text and "±" in text
+    assert "− grpo (paired)" in text  # lowlr compared seed by seed with the first arm
     assert (out / "curves.png").stat().st_size > 5000
     results = json.loads((out / "results.json").read_text())
     assert [r["name"] for r in results] == ["grpo", "lowlr"] and len(results[0]["finals"]) == 2
@@ -64,4 +72,7 @@ def test_study_shares_the_loop_cold_start_except_with_self_verify(tmp_path, tiny
         assert len(summary["rounds"]) == 2
         if shared:
             assert summary["cold_start_accuracy"] == cold["cold_start_accuracy"]
-    assert "| process | 1 |" in (out / "study.md").read_text()
+    text = (out / "study.md").read_text()
+    assert "| process | 1 |" in text and "meta-verifier acc | auto-label agreement" in text
+    results = json.loads((out / "results.json").read_text())
+    assert all(len(r["meta_accuracy"]) == len(r["agreement"]) == 1 for r in results)
