@@ -54,6 +54,7 @@ class ArmResult:
     meta_accuracy: list[float | None] = field(default_factory=list)
     agreement: list[float | None] = field(default_factory=list)
     gaps: list[float] = field(default_factory=list)
+    round_gaps: list[list[float]] = field(default_factory=list)  # the gap after each round, per seed
 
 
 def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
@@ -96,6 +97,7 @@ def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
             res.meta_accuracy.append(last["meta_accuracy"])
             res.agreement.append(last["auto_label_agreement"])
             res.gaps.append(last["reward_hacking_gap"])
+            res.round_gaps.append([r["reward_hacking_gap"] for r in summary["rounds"]])
     return res
 
 
@@ -158,7 +160,10 @@ def _loop_columns(r: ArmResult) -> str:
 
 
 def plot_study(results: list[ArmResult], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    """Learning curves; self-verification studies add the verifier's score gap to truth per round."""
+    loop = any(r.round_gaps for r in results)
+    fig, axes = plt.subplots(1, 2 if loop else 1, figsize=(12 if loop else 7, 4.2), squeeze=False)
+    ax = axes[0, 0]
     for r in results:
         steps = r.curves[0][0]
         acc = np.array([c[1] for c in r.curves if c[0] == steps])
@@ -171,8 +176,25 @@ def plot_study(results: list[ArmResult], path: Path) -> None:
         ylabel="held-out greedy accuracy",
         title="Learning curves (mean; band = min–max over seeds)",
     )
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if loop:
+        gap_ax = axes[0, 1]
+        for r in results:
+            if r.round_gaps:
+                gaps = np.array(r.round_gaps)
+                rounds = np.arange(gaps.shape[1])
+                mean = gaps.mean(0)
+                span = [mean - gaps.min(0), gaps.max(0) - mean]
+                gap_ax.errorbar(rounds, mean, yerr=span, marker="o", capsize=3, label=r.name)
+        gap_ax.axhline(0.0, color="grey", lw=0.8)
+        gap_ax.set(
+            xlabel="round",
+            ylabel="mean verifier score − true score",
+            title="Verifier − truth on fresh samples (mean; bar = min–max)",
+        )
+        gap_ax.set_xticks(rounds)
+    for a in axes.flat:
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=110)
