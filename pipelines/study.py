@@ -86,6 +86,8 @@ def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
             res.length.append(float(np.mean([r["response_length"] for r in tail])))
         res.valid.append(summary.get("final_valid_solution_rate") or 0.0)
         curve = ([r["step"] for r in evals], [r["accuracy"] for r in evals])
+        if not curve[0] or curve[0][0] != 0:  # a shared cold start: its evaluation is the run's step 0
+            curve = ([0, *curve[0]], [summary["cold_start_accuracy"], *curve[1]])
         res.finals.append(summary["final_accuracy"])
         res.cold.append(summary["cold_start_accuracy"])
         res.walls.append(summary["wall_seconds"])
@@ -178,10 +180,10 @@ def plot_study(results: list[ArmResult], path: Path) -> None:
     )
     if loop:
         gap_ax = axes[0, 1]
-        for r in results:
+        for i, r in enumerate(results):
             if r.round_gaps:
                 gaps = np.array(r.round_gaps)
-                rounds = np.arange(gaps.shape[1])
+                rounds = np.arange(gaps.shape[1]) + 0.04 * (i - len(results) / 2)  # arms side by side
                 mean = gaps.mean(0)
                 span = [mean - gaps.min(0), gaps.max(0) - mean]
                 gap_ax.errorbar(rounds, mean, yerr=span, marker="o", capsize=3, label=r.name)
@@ -191,7 +193,7 @@ def plot_study(results: list[ArmResult], path: Path) -> None:
             ylabel="mean verifier score − true score",
             title="Verifier − truth on fresh samples (mean; bar = min–max)",
         )
-        gap_ax.set_xticks(rounds)
+        gap_ax.set_xticks(np.arange(max(len(g) for r in results for g in r.round_gaps)))
     for a in axes.flat:
         a.grid(alpha=0.3)
         a.legend(fontsize=8)

@@ -54,6 +54,8 @@ def test_study_shares_one_cold_start_per_seed(tmp_path, tiny_overrides):
         assert "sft" not in phases  # the arm started from the shared cold start
         summary = json.loads((runs / f"{arm}-seed0" / "summary.json").read_text())
         assert summary["cold_start_accuracy"] == cold
+    for arm in json.loads((out / "results.json").read_text()):  # curves start from the shared cold start
+        assert all(steps[0] == 0 and acc[0] == cold for steps, acc in arm["curves"])
 
 
 def test_study_shares_the_loop_cold_start_except_with_self_verify(tmp_path, tiny_overrides, tiny_loop):
