@@ -1,5 +1,6 @@
-"""Show how a loop run's judge meta-verifies: its greedy analyses of held-out generator samples, its
-meta-verifications of them, and (true meta label, verdict) counts (docs/RESULTS.md, session 4)::
+"""Show how a loop run's judge works: its greedy analyses of held-out generator samples, what it
+wrote at each truly wrong sample's earliest error, its meta-verifications of the analyses, and
+(true meta label, verdict) counts (docs/RESULTS.md, sessions 4 and 5)::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
@@ -15,16 +16,37 @@ import torch
 from selfverify.checkpoint import load_bundle
 from selfverify.config import load_config
 from selfverify.rollout import sample_texts
-from selfverify.tasks import check_solution, heldout_split, split_steps
+from selfverify.tasks import Problem, check_solution, heldout_split, split_steps
+from verifiers.base import Verdict
 from verifiers.generative import (
     GenerativeVerifier,
     MetaVerifier,
+    claimed_result,
+    expected_lines,
     meta_label,
     meta_prompt,
     meta_reference,
     parse_meta,
     require_format,
 )
+
+
+def verifier_outcome(problem: Problem, steps: tuple[str, ...], verdict: Verdict) -> str:
+    """How the verifier did on one sample; for a missed error, what its line at that step says."""
+    wrong = check_solution(problem, "\n".join(steps)).earliest_error
+    if wrong < 0:
+        return "correct sample: " + ("judged right" if verdict.earliest_error == -1 else "flagged")
+    if verdict.earliest_error == wrong:
+        return "wrong sample: error located"
+    if verdict.earliest_error != -1 and verdict.earliest_error < wrong:
+        return "wrong sample: an earlier step flagged"
+    lines = verdict.analysis.splitlines()[:-1]  # the step lines, without S:
+    if not verdict.parsed or wrong >= len(lines):
+        return "wrong sample: missed (unparsed or short analysis)"
+    expected, claimed, mark = lines[wrong].rsplit(" ", 2)
+    right = "right" if expected == expected_lines(problem, len(steps))[wrong] else "WRONG"
+    copied = "copied" if claimed == claimed_result(steps[wrong]) else "miscopied"
+    return f"wrong sample: missed; expected line {right}, claim {copied}, mark {mark}"
 
 
 def main() -> None:
@@ -52,6 +74,10 @@ def main() -> None:
     )
     samples = [tuple(split_steps(t)) for t in texts]
     verdicts = verifier.analyse([p.prompt for p in problems], samples)
+    outcomes = Counter(verifier_outcome(p, s, v) for p, s, v in zip(problems, samples, verdicts, strict=True))
+    print("verifier, per sample: count")
+    for key, n in sorted(outcomes.items()):
+        print(f"  {key}: {n}")
     prompts = [
         meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)
     ]
