@@ -136,7 +136,7 @@ def markdown_table(results: list[ArmResult], threshold: float) -> str:
             else f"— (0/{len(r.finals)})"
         )
         paired = "—"
-        if r is not base and len(r.finals) == len(base.finals):
+        if r is not base:  # every arm runs the same seeds
             diff, diff_ci = paired_difference(r.finals, base.finals)
             paired = f"{diff:+.3f} ± {diff_ci:.3f}"
         rows.append(

@@ -16,7 +16,7 @@ import torch
 from selfverify.checkpoint import load_bundle
 from selfverify.config import load_config
 from selfverify.rollout import sample_texts
-from selfverify.tasks import Problem, check_solution, heldout_split, split_steps
+from selfverify.tasks import Problem, StepCheck, check_solution, heldout_split, split_steps
 from verifiers.base import Verdict
 from verifiers.generative import (
     GenerativeVerifier,
@@ -31,9 +31,9 @@ from verifiers.generative import (
 )
 
 
-def verifier_outcome(problem: Problem, steps: tuple[str, ...], verdict: Verdict) -> str:
+def verifier_outcome(problem: Problem, steps: tuple[str, ...], check: StepCheck, verdict: Verdict) -> str:
     """How the verifier did on one sample; for a missed error, what its line at that step says."""
-    wrong = check_solution(problem, "\n".join(steps)).earliest_error
+    wrong = check.earliest_error
     if wrong < 0:
         return "correct sample: " + ("judged right" if verdict.earliest_error == -1 else "flagged")
     if verdict.earliest_error == wrong:
@@ -73,8 +73,9 @@ def main() -> None:
         seed=5,
     )
     samples = [tuple(split_steps(t)) for t in texts]
+    checks = [check_solution(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
     verdicts = verifier.analyse([p.prompt for p in problems], samples)
-    outcomes = Counter(verifier_outcome(p, s, v) for p, s, v in zip(problems, samples, verdicts, strict=True))
+    outcomes = Counter(map(verifier_outcome, problems, samples, checks, verdicts))
     print("verifier, per sample: count")
     for key, n in sorted(outcomes.items()):
         print(f"  {key}: {n}")
@@ -84,8 +85,8 @@ def main() -> None:
     outputs = meta.generate(prompts)
     counts: Counter[tuple[float, str]] = Counter()
     shown = 0
-    for p, s, v, prompt, out in zip(problems, samples, verdicts, prompts, outputs, strict=True):
-        label = meta_label(p, v, check_solution(p, "\n".join(s)))
+    for p, s, c, v, prompt, out in zip(problems, samples, checks, verdicts, prompts, outputs, strict=True):
+        label = meta_label(p, v, c)
         score, parsed = parse_meta(out)
         counts[(label, str(score) if parsed else "unparsed")] += 1
         if (not parsed or score != label) and shown < args.show:

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"run directory: {run_dir}")
     try:
         summary = pipelines[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
-    except CheckpointError as err:  # a resumed run or init_from it cannot use: nothing was written
+    except CheckpointError as err:  # a resumed run or init_from it cannot use: no metrics written
         console.print(f"[red]error:[/red] {err}")
         return 2
     summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
