@@ -29,6 +29,7 @@ from verifiers.generative import (
     parse_meta,
     require_format,
 )
+from verifiers.metrics import processbench_metrics
 
 
 def verifier_outcome(problem: Problem, steps: tuple[str, ...], check: StepCheck, verdict: Verdict) -> str:
@@ -76,6 +77,12 @@ def main() -> None:
     checks = [check_solution(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
     verdicts = verifier.analyse([p.prompt for p in problems], samples)
     outcomes = Counter(map(verifier_outcome, problems, samples, checks, verdicts))
+    bench = processbench_metrics([v.earliest_error for v in verdicts], [c.earliest_error for c in checks])
+    print(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in bench.items()))
+    # Few held-out samples are right, so acc_corr is also measured on the problems' reference solutions.
+    references = [tuple(p.reference_solution().splitlines()) for p in problems]
+    passed = sum(v.earliest_error == -1 for v in verifier.analyse([p.prompt for p in problems], references))
+    print(f"reference solutions judged right: {passed}/{len(problems)}")
     print("verifier, per sample: count")
     for key, n in sorted(outcomes.items()):
         print(f"  {key}: {n}")

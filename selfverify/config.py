@@ -111,6 +111,9 @@ class RoundsConfig:
     judge_pool: int = 2048  # generator samples labelled for the judge's cold start
     judge_synthetic_fraction: float = 0.5  # of each batch: fresh references with or without an error
     judge_meta_fraction: float = 0.5  # of each batch: meta-verifier examples (the rest: verifier)
+    # Of the synthetic solutions' errors: arithmetic slips (a result off by a little), the rest the other
+    # kinds. Those leave a trace a judge can spot without comparing; a generator's errors are mostly slips.
+    judge_slip_fraction: float = 0.6
     judge_max_new_tokens: int = 112  # an analysis; the meta-verifier writes one and its verdict
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
@@ -224,6 +227,7 @@ def check_choices(cfg: Config) -> None:
         "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
         "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
         "loop.judge_meta_fraction": cfg.loop.judge_meta_fraction,
+        "loop.judge_slip_fraction": cfg.loop.judge_slip_fraction,
         "loop.auto_sft_fraction": cfg.loop.auto_sft_fraction,
     }
     for key, value in fractions.items():

@@ -139,13 +139,17 @@ def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[st
 
 
 def synthetic_solution(
-    problem: Problem, rng: random.Random, correct_fraction: float
+    problem: Problem, rng: random.Random, correct_fraction: float, slip_fraction: float | None = None
 ) -> tuple[str, list[str]]:
     """(kind, steps): the reference solution with probability ``correct_fraction`` (kind ``none``),
-    else the reference with one error of a random kind from :data:`CORRUPTIONS`."""
+    else the reference with one error: an arithmetic slip (``offset``) with probability
+    ``slip_fraction``, else one of the other kinds; ``None``: every kind of :data:`CORRUPTIONS` alike."""
     if rng.random() < correct_fraction:
         return "none", problem.reference_solution().splitlines()
-    kind = rng.choice(CORRUPTIONS)
+    if slip_fraction is None:
+        kind = rng.choice(CORRUPTIONS)
+    else:
+        kind = "offset" if rng.random() < slip_fraction else rng.choice(CORRUPTIONS[1:])
     return kind, corrupt_solution(problem, kind, rng)
 
 
