@@ -64,6 +64,7 @@ def test_cli_refuses_to_mix_configs_in_one_run_dir(tmp_path, capsys):
         (["reward.mode=bogus"], "reward.mode"),
         (["pipeline=selfverify", "reward.mode=bogus"], "reward.mode"),
         (["loop.labels=x"], "loop.labels"),
+        (["loop.judge_slip_fraction=1.5"], "loop.judge_slip_fraction"),
         (["pipeline=rl", "reward.mode=process"], "reward.mode"),
         (["pipeline=rl", "reward.mode=self_verify"], "reward.mode"),
     ],

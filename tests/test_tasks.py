@@ -5,7 +5,7 @@ import random
 import pytest
 
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, parse_problem, train_problems
-from selfverify.tasks.arithmetic import sample_problem
+from selfverify.tasks.arithmetic import CORRUPTIONS, sample_problem, synthetic_solution
 
 P = Problem(12, (("+", 7), ("*", 3), ("-", 4)))
 
@@ -59,6 +59,19 @@ def test_heldout_is_fixed_distinct_and_never_trained_on():
     assert not set(train) & set(held)
     assert train == train_problems(spec, 2000, seed=0, tag="sft-0", exclude=set(held))
     assert train != train_problems(spec, 2000, seed=0, tag="sft-1", exclude=set(held))
+
+
+def test_synthetic_solutions_mix_slips_as_asked():
+    problems = train_problems(TaskSpec(), 200, seed=0, tag="test", exclude=set())
+    rng = random.Random(0)
+    kinds = [synthetic_solution(p, rng, 0.0, slip_fraction=0.6)[0] for p in problems]
+    assert 0.45 < kinds.count("offset") / len(kinds) < 0.75
+    assert set(kinds) == set(CORRUPTIONS)
+    assert {synthetic_solution(p, rng, 0.0, slip_fraction=1.0)[0] for p in problems} == {"offset"}
+    assert "offset" not in {synthetic_solution(p, rng, 0.0, slip_fraction=0.0)[0] for p in problems}
+    for p in problems[:20]:
+        kind, steps = synthetic_solution(p, rng, 0.5, slip_fraction=0.6)
+        assert (check_solution(p, "\n".join(steps)).earliest_error == -1) == (kind == "none")
 
 
 def test_difficulty_knobs():
