@@ -292,7 +292,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         n_syn = round(size * lc.judge_synthetic_fraction)
         tag = f"judge-{state['round']}-{step}"
         fresh = train_problems(cfg.task, n_syn, seed=cfg.seed, tag=tag, exclude=exclude)
-        items = [truth_labelled(p, synthetic_solution(p, rng, 0.4, lc.judge_slip_fraction)[1]) for p in fresh]
+        items = [truth_labelled(p, synthetic_solution(p, rng, 0.4, lc.judge_error_weights)[1]) for p in fresh]
         items += rng.sample(pool, min(len(pool), size - n_syn))
         return judge_examples(items, rng)
 

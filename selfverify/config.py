@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 from selfverify.models import ModelSpec
 from selfverify.rewards import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
 from selfverify.tasks import TaskSpec
+from selfverify.tasks.arithmetic import CORRUPTIONS
 
 
 @dataclass
@@ -111,9 +112,12 @@ class RoundsConfig:
     judge_pool: int = 2048  # generator samples labelled for the judge's cold start
     judge_synthetic_fraction: float = 0.5  # of each batch: fresh references with or without an error
     judge_meta_fraction: float = 0.5  # of each batch: meta-verifier examples (the rest: verifier)
-    # Of the synthetic solutions' errors: arithmetic slips (a result off by a little), the rest the other
-    # kinds. Those leave a trace a judge can spot without comparing; a generator's errors are mostly slips.
-    judge_slip_fraction: float = 0.6
+    # The kinds of error injected into the synthetic solutions, by weight (tasks.arithmetic.CORRUPTIONS).
+    # Errors inside a step (a slip, a wrong operand) are found only by recomputing the step and comparing;
+    # the others leave a trace a judge spots without arithmetic, and equal weights taught it just that.
+    judge_error_weights: dict[str, float] = field(
+        default_factory=lambda: {"offset": 3.0, "operand": 3.0, "skip": 1.0, "no_answer": 1.0, "final": 1.0}
+    )
     judge_max_new_tokens: int = 112  # an analysis; the meta-verifier writes one and its verdict
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
@@ -227,12 +231,19 @@ def check_choices(cfg: Config) -> None:
         "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
         "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
         "loop.judge_meta_fraction": cfg.loop.judge_meta_fraction,
-        "loop.judge_slip_fraction": cfg.loop.judge_slip_fraction,
         "loop.auto_sft_fraction": cfg.loop.auto_sft_fraction,
     }
     for key, value in fractions.items():
         if not 0.0 <= value <= 1.0:
             raise ConfigError(f"config key '{key}': {value!r} is not a fraction in [0, 1]")
+    weights = cfg.loop.judge_error_weights
+    for kind, weight in weights.items():
+        if kind not in CORRUPTIONS:
+            raise ConfigError(f"config key 'loop.judge_error_weights.{kind}': not one of {list(CORRUPTIONS)}")
+        if weight < 0:
+            raise ConfigError(f"config key 'loop.judge_error_weights.{kind}': {weight!r} is negative")
+    if sum(weights.values()) <= 0:
+        raise ConfigError("config key 'loop.judge_error_weights': no kind of error has a positive weight")
     if cfg.pipeline == "rl" and cfg.reward.mode != "outcome":
         raise ConfigError(
             f"config key 'reward.mode': {cfg.reward.mode!r} needs a verifier (pipeline=selfverify); "

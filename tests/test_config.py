@@ -4,6 +4,7 @@ import pytest
 
 from selfverify.config import ConfigError, config_dir, load_config
 from selfverify.loop import main
+from selfverify.tasks.arithmetic import CORRUPTIONS
 
 
 def test_default_config_is_packaged_and_loads():
@@ -64,7 +65,9 @@ def test_cli_refuses_to_mix_configs_in_one_run_dir(tmp_path, capsys):
         (["reward.mode=bogus"], "reward.mode"),
         (["pipeline=selfverify", "reward.mode=bogus"], "reward.mode"),
         (["loop.labels=x"], "loop.labels"),
-        (["loop.judge_slip_fraction=1.5"], "loop.judge_slip_fraction"),
+        (["loop.judge_error_weights.typo=1"], "loop.judge_error_weights.typo"),
+        (["loop.judge_error_weights.skip=-1"], "loop.judge_error_weights.skip"),
+        ([f"loop.judge_error_weights.{kind}=0" for kind in CORRUPTIONS], "loop.judge_error_weights"),
         (["pipeline=rl", "reward.mode=process"], "reward.mode"),
         (["pipeline=rl", "reward.mode=self_verify"], "reward.mode"),
     ],

@@ -61,16 +61,17 @@ def test_heldout_is_fixed_distinct_and_never_trained_on():
     assert train != train_problems(spec, 2000, seed=0, tag="sft-1", exclude=set(held))
 
 
-def test_synthetic_solutions_mix_slips_as_asked():
-    problems = train_problems(TaskSpec(), 200, seed=0, tag="test", exclude=set())
+def test_synthetic_errors_drawn_by_weight():
+    problems = train_problems(TaskSpec(), 300, seed=0, tag="test", exclude=set())
     rng = random.Random(0)
-    kinds = [synthetic_solution(p, rng, 0.0, slip_fraction=0.6)[0] for p in problems]
-    assert 0.45 < kinds.count("offset") / len(kinds) < 0.75
+    weights = {"offset": 3.0, "operand": 3.0, "skip": 1.0, "no_answer": 1.0, "final": 1.0}
+    kinds = [synthetic_solution(p, rng, 0.0, weights)[0] for p in problems]
     assert set(kinds) == set(CORRUPTIONS)
-    assert {synthetic_solution(p, rng, 0.0, slip_fraction=1.0)[0] for p in problems} == {"offset"}
-    assert "offset" not in {synthetic_solution(p, rng, 0.0, slip_fraction=0.0)[0] for p in problems}
+    assert 0.55 < (kinds.count("offset") + kinds.count("operand")) / len(kinds) < 0.78
+    assert {synthetic_solution(p, rng, 0.0, {"offset": 1.0, "skip": 0.0})[0] for p in problems} == {"offset"}
+    assert {synthetic_solution(p, rng, 0.0)[0] for p in problems} == set(CORRUPTIONS)
     for p in problems[:20]:
-        kind, steps = synthetic_solution(p, rng, 0.5, slip_fraction=0.6)
+        kind, steps = synthetic_solution(p, rng, 0.5, weights)
         assert (check_solution(p, "\n".join(steps)).earliest_error == -1) == (kind == "none")
 
 

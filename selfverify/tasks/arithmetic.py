@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
@@ -139,17 +140,17 @@ def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[st
 
 
 def synthetic_solution(
-    problem: Problem, rng: random.Random, correct_fraction: float, slip_fraction: float | None = None
+    problem: Problem, rng: random.Random, correct_fraction: float, weights: Mapping[str, float] | None = None
 ) -> tuple[str, list[str]]:
     """(kind, steps): the reference solution with probability ``correct_fraction`` (kind ``none``),
-    else the reference with one error: an arithmetic slip (``offset``) with probability
-    ``slip_fraction``, else one of the other kinds; ``None``: every kind of :data:`CORRUPTIONS` alike."""
+    else the reference with one error of a kind drawn by ``weights`` (kind -> weight; a kind left out
+    is never drawn), or of any kind of :data:`CORRUPTIONS` alike when ``weights`` is None."""
     if rng.random() < correct_fraction:
         return "none", problem.reference_solution().splitlines()
-    if slip_fraction is None:
+    if weights is None:
         kind = rng.choice(CORRUPTIONS)
     else:
-        kind = "offset" if rng.random() < slip_fraction else rng.choice(CORRUPTIONS[1:])
+        kind = rng.choices(list(weights), list(weights.values()))[0]
     return kind, corrupt_solution(problem, kind, rng)
 
 
