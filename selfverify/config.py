@@ -113,10 +113,10 @@ class RoundsConfig:
     judge_synthetic_fraction: float = 0.5  # of each batch: fresh references with or without an error
     judge_meta_fraction: float = 0.5  # of each batch: meta-verifier examples (the rest: verifier)
     # The kinds of error injected into the synthetic solutions, by weight (tasks.arithmetic.CORRUPTIONS).
-    # Errors inside a step (a slip, a wrong operand) are found only by recomputing the step and comparing;
-    # the others leave a trace a judge spots without arithmetic, and equal weights taught it just that.
+    # A slip (a step's result off by a little) is found only by recomputing the step and comparing; most
+    # other kinds leave a trace a judge spots without arithmetic, and equal weights taught it just that.
     judge_error_weights: dict[str, float] = field(
-        default_factory=lambda: {"offset": 3.0, "operand": 3.0, "skip": 1.0, "no_answer": 1.0, "final": 1.0}
+        default_factory=lambda: {"offset": 6.0, "operand": 1.0, "skip": 1.0, "no_answer": 1.0, "final": 1.0}
     )
     judge_max_new_tokens: int = 112  # an analysis; the meta-verifier writes one and its verdict
     # Per round (the generator's rl.steps are split evenly over the rounds).
