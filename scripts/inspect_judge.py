@@ -1,6 +1,7 @@
-"""Show how a loop run's judge works: its greedy analyses of held-out generator samples, what it
-wrote at each truly wrong sample's earliest error, its meta-verifications of the analyses, and
-(true meta label, verdict) counts (docs/RESULTS.md, sessions 4 and 5)::
+"""Show how a loop run's judge works: ProcessBench metrics of its greedy analyses of held-out generator
+samples (and its verdict on the problems' reference solutions), what it wrote at each truly wrong
+sample's earliest error, how often it located each kind of error, its meta-verifications of the
+analyses and (true meta label, verdict) counts (docs/RESULTS.md, sessions 4 to 6)::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
@@ -50,6 +51,18 @@ def verifier_outcome(problem: Problem, steps: tuple[str, ...], check: StepCheck,
     return f"wrong sample: missed; expected line {right}, claim {copied}, mark {mark}"
 
 
+def error_kind(problem: Problem, steps: tuple[str, ...], check: StepCheck) -> str:
+    """What a wrong sample's earliest error is: a slip (the step's operands right, its result off), a
+    wrong operand (a miscopied carry or a misread number), or an error at the answer line or after it."""
+    wrong = check.earliest_error
+    expected = expected_lines(problem, len(steps))[wrong]
+    given = "".join(steps[wrong].split())
+    if wrong >= len(problem.ops) or "=" not in expected or "=" not in given:
+        return "at the answer line or after it"
+    same = given.rsplit("=", 1)[0] == expected.rsplit("=", 1)[0]
+    return "a slip (operands right, result off)" if same else "a wrong operand"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a pipeline=selfverify run (checkpoints/latest)")
@@ -86,6 +99,14 @@ def main() -> None:
     print("verifier, per sample: count")
     for key, n in sorted(outcomes.items()):
         print(f"  {key}: {n}")
+    kinds: Counter[tuple[str, bool]] = Counter(
+        (error_kind(p, s, c), v.earliest_error == c.earliest_error)
+        for p, s, c, v in zip(problems, samples, checks, verdicts, strict=True)
+        if c.earliest_error >= 0
+    )
+    print("wrong samples by their earliest error: located / all")
+    for kind in sorted({k for k, _ in kinds}):
+        print(f"  {kind}: {kinds[kind, True]} / {kinds[kind, True] + kinds[kind, False]}")
     prompts = [
         meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)
     ]
