@@ -52,13 +52,16 @@ def verifier_outcome(problem: Problem, steps: tuple[str, ...], check: StepCheck,
 
 
 def error_kind(problem: Problem, steps: tuple[str, ...], check: StepCheck) -> str:
-    """What a wrong sample's earliest error is: a slip (the step's operands right, its result off), a
-    wrong operand (a miscopied carry or a misread number), or an error at the answer line or after it."""
+    """What a wrong sample's earliest error is: at the answer line or after it; a line that is no
+    operation where one is due (mostly an answer written before the working); a slip (the step's
+    operands right, its result off); or a wrong operand (a miscopied carry or a misread number)."""
     wrong = check.earliest_error
-    expected = expected_lines(problem, len(steps))[wrong]
-    given = "".join(steps[wrong].split())
-    if wrong >= len(problem.ops) or "=" not in expected or "=" not in given:
+    if wrong >= len(problem.ops):
         return "at the answer line or after it"
+    given = "".join(steps[wrong].split())
+    if "=" not in given:
+        return "no operation where one is due (e.g. an early answer)"
+    expected = expected_lines(problem, len(steps))[wrong]
     same = given.rsplit("=", 1)[0] == expected.rsplit("=", 1)[0]
     return "a slip (operands right, result off)" if same else "a wrong operand"
 
