@@ -54,7 +54,8 @@ def verifier_outcome(problem: Problem, steps: tuple[str, ...], check: StepCheck,
 def error_kind(problem: Problem, steps: tuple[str, ...], check: StepCheck) -> str:
     """What a wrong sample's earliest error is: at the answer line or after it; a line that is no
     operation where one is due (mostly an answer written before the working); a slip (the step's
-    operands right, its result off); or a wrong operand (a miscopied carry or a misread number)."""
+    operands right, its result off); a wrong operand (a miscopied carry or a misread number) with the
+    result the right value or not."""
     wrong = check.earliest_error
     if wrong >= len(problem.ops):
         return "at the answer line or after it"
@@ -62,8 +63,10 @@ def error_kind(problem: Problem, steps: tuple[str, ...], check: StepCheck) -> st
     if "=" not in given:
         return "no operation where one is due (e.g. an early answer)"
     expected = expected_lines(problem, len(steps))[wrong]
-    same = given.rsplit("=", 1)[0] == expected.rsplit("=", 1)[0]
-    return "a slip (operands right, result off)" if same else "a wrong operand"
+    (given_work, given_result), (work, result) = given.rsplit("=", 1), expected.rsplit("=", 1)
+    if given_work == work:
+        return "a slip (operands right, result off)"
+    return "a wrong operand, the result right" if given_result == result else "a wrong operand"
 
 
 def main() -> None:
