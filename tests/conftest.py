@@ -8,12 +8,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from selfverify.tracking import read_metrics
 
 # Tests share two cores; keep torch from oversubscribing them.
 torch.set_num_threads(1)
 os.environ.setdefault("WANDB_SILENT", "true")
+
+# Fuzz tests: a fixed seed and budget, so CI runs the same inputs every time and within its time; no
+# single input may take more than a second. HYPOTHESIS_PROFILE=explore searches longer, at random.
+settings.register_profile(
+    "ci", derandomize=True, max_examples=200, deadline=1000, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("explore", max_examples=5000, deadline=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # A tiny but complete job of the RL-only pipeline: every phase runs, in seconds (tiny_loop: the loop).
 TINY = [

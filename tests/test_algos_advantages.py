@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch.testing import assert_close
 
 from selfverify.algos import (
@@ -215,3 +217,52 @@ def test_scalar_estimators_zero_outside_mask():
     for name in ("grpo", "drgrpo", "rloo"):
         adv, ret = get_advantage_estimator(name)(SCORES, MASK, GROUP_IDS)
         assert (adv[MASK == 0] == 0).all() and (ret[MASK == 0] == 0).all(), name
+
+
+# Exact zeros for groups without signal: any equal reward value, any group size, float32 and bfloat16.
+_EQUAL_GROUPS = dict(
+    value=st.floats(-10.0, 10.0, allow_nan=False, width=32),
+    size=st.integers(1, 64),
+    n_groups=st.integers(1, 4),
+    dtype=st.sampled_from([torch.float32, torch.bfloat16]),
+)
+
+
+@pytest.mark.parametrize("name", ["grpo", "drgrpo", "rloo"])
+@given(**_EQUAL_GROUPS)
+def test_group_estimators_give_exact_zero_to_equal_rewards(name, value, size, n_groups, dtype):
+    """Groups of equal rewards get advantage exactly 0, beside a group that has signal."""
+    scores = torch.cat([torch.full((size * n_groups,), value), torch.tensor([0.0, 1.0])]).to(dtype)
+    group_ids = torch.cat([torch.arange(n_groups).repeat_interleave(size), torch.tensor([99, 99])])
+    adv, _ = get_advantage_estimator(name)(scores, torch.ones(len(scores), 3), group_ids)
+    assert adv.dtype == torch.float32
+    assert (adv[:-2] == 0).all()
+    assert (adv[-2:, 0] != 0).all()
+
+
+@given(**_EQUAL_GROUPS, steps=st.integers(1, 5))
+def test_process_supervision_gives_exact_zero_to_equal_step_rewards(value, size, n_groups, dtype, steps):
+    B = size * n_groups
+    step_rewards = torch.full((B, steps), value).to(dtype)
+    step_end = torch.arange(steps).repeat(B, 1) * 2
+    adv, _ = grpo_process_advantages(
+        step_rewards, step_end, torch.ones(B, steps), torch.ones(B, 2 * steps),
+        torch.arange(n_groups).repeat_interleave(size),
+    )  # fmt: skip
+    assert (adv == 0).all()
+
+
+def test_self_verification_rewards_of_the_issue_give_zero():
+    """The reported cases: eight rewards of 0.88 (0.76 + 0.24·0.5) and sixteen of 0.76."""
+    for value, size in ((0.76 + 0.24 * 0.5, 8), (0.76, 16)):
+        adv, _ = grpo_advantages(torch.full((size,), value), torch.ones(size, 4), torch.zeros(size))
+        assert (adv == 0).all()
+
+
+@given(value=st.floats(-10.0, 10.0, allow_nan=False, width=32), B=st.integers(1, 64))
+def test_batch_whitening_gives_exact_zero_to_equal_returns(value, B):
+    token_rewards = torch.zeros(B, 3)
+    token_rewards[:, -1] = value
+    # Every token's return-to-go is the value (γ = 1): nothing to whiten.
+    adv, returns = get_advantage_estimator("reinforce_plus_plus")(token_rewards, torch.ones(B, 3))
+    assert (returns == value).all() and (adv == 0).all()

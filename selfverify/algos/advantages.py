@@ -40,28 +40,33 @@ def get_advantage_estimator(name: str) -> AdvantageFn:
 
 
 def _as_float(x: Tensor) -> Tensor:
-    return x if x.is_floating_point() else x.float()
+    """Integers and half precision to float32: group statistics in bfloat16 lose the ratio's precision."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
-def _group_mean_std(values: Tensor, group_index: Tensor, num_groups: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-element mean, unbiased std and size of the group each element of ``values`` belongs to.
+def _group_stats(values: Tensor, group_index: Tensor, num_groups: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Per element: its deviation from its group's mean, the group's unbiased std and its size.
 
-    ``group_index`` holds dense ids in [0, num_groups). Two-pass (mean, then squared deviations) for
-    numerical stability. A group of one element gets std 0, so its centred value 0 stays 0 after the
-    division by (std + eps).
+    ``group_index`` holds dense ids in [0, num_groups). A group whose values are all equal gets deviation
+    and std exactly 0, whatever the value: a float mean is not exact (eight float32 0.88s average to
+    0.88 plus an ulp), and that residue divided by (std + eps) would be a spurious advantage of about
+    −0.06 on a prompt that carries no signal. A group of one element is such a group.
     """
     zeros = values.new_zeros(num_groups)
     counts = zeros.index_add(0, group_index, torch.ones_like(values))
     mean = (zeros.index_add(0, group_index, values) / counts)[group_index]
-    sq_dev = zeros.index_add(0, group_index, (values - mean) ** 2)
+    low = zeros.scatter_reduce(0, group_index, values, "amin", include_self=False)
+    high = zeros.scatter_reduce(0, group_index, values, "amax", include_self=False)
+    deviation = torch.where((low == high)[group_index], 0.0, values - mean)
     n = counts[group_index]
-    std = (sq_dev[group_index] / (n - 1).clamp(min=1)).sqrt()
-    return mean, std, n
+    # Two passes (mean, then squared deviations) for numerical stability.
+    sq_dev = zeros.index_add(0, group_index, deviation**2)[group_index]
+    return deviation, (sq_dev / (n - 1).clamp(min=1)).sqrt(), n
 
 
 def _scalar_group_stats(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     _, group_index = torch.unique(group_ids, return_inverse=True)
-    return _group_mean_std(scores, group_index, int(group_index.max()) + 1)
+    return _group_stats(scores, group_index, int(group_index.max()) + 1)
 
 
 def _broadcast(seq_advantages: Tensor, response_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -78,11 +83,11 @@ def grpo_advantages(
     """GRPO outcome advantage (DeepSeekMath, arXiv 2402.03300 §4.1.2).
 
     A_i = (r_i − mean_group r) / (std_group r + eps), std unbiased (torch.std default), broadcast over
-    the response tokens. A group of size 1 gets advantage 0.
+    the response tokens. A group whose rewards are all equal (a group of size 1 among them) gets
+    advantage exactly 0.
     """
-    scores = _as_float(scores)
-    mean, std, _ = _scalar_group_stats(scores, group_ids)
-    return _broadcast((scores - mean) / (std + eps), response_mask)
+    deviation, std, _ = _scalar_group_stats(_as_float(scores), group_ids)
+    return _broadcast(deviation / (std + eps), response_mask)
 
 
 @register_advantage("drgrpo")
@@ -93,9 +98,8 @@ def drgrpo_advantages(scores: Tensor, response_mask: Tensor, group_ids: Tensor) 
     A_i = r_i − mean_group r. Dropping GRPO's std division removes its question-difficulty bias; pair
     with agg_mode ``seq-mean-token-sum-norm`` to also remove the length bias.
     """
-    scores = _as_float(scores)
-    mean, _, _ = _scalar_group_stats(scores, group_ids)
-    return _broadcast(scores - mean, response_mask)
+    deviation, _, _ = _scalar_group_stats(_as_float(scores), group_ids)
+    return _broadcast(deviation, response_mask)
 
 
 @register_advantage("rloo")
@@ -106,9 +110,8 @@ def rloo_advantages(scores: Tensor, response_mask: Tensor, group_ids: Tensor) ->
     A_i = r_i − mean_{j≠i} r_j = G/(G−1)·(r_i − mean_group r): the leave-one-out baseline does not
     depend on r_i, so the estimator is unbiased. A group of size 1 gets advantage 0.
     """
-    scores = _as_float(scores)
-    mean, _, n = _scalar_group_stats(scores, group_ids)
-    seq_advantages = torch.where(n > 1, n / (n - 1).clamp(min=1) * (scores - mean), 0.0)
+    deviation, _, n = _scalar_group_stats(_as_float(scores), group_ids)
+    seq_advantages = n / (n - 1).clamp(min=1) * deviation
     return _broadcast(seq_advantages, response_mask)
 
 
@@ -224,15 +227,15 @@ def grpo_process_advantages(
     Step k of response i has reward r_i^k. All step rewards of a group form one set R:
     r̃ = (r − mean R) / (std R + eps) (unbiased std); the advantage of token t is the sum of r̃ over the
     steps that end at or after t:  A_t = Σ_{k: end_k ≥ t} r̃^k.  Returns = advantages.
-    Tokens after the last step's end get 0.
+    Tokens after the last step's end get 0; a group whose step rewards are all equal gets exactly 0.
     """
     valid = step_mask.bool()
     _, group_index = torch.unique(group_ids, return_inverse=True)
     step_group = group_index.unsqueeze(-1).expand_as(step_end)[valid]
     rewards = _as_float(step_rewards)[valid]
-    mean, std, _ = _group_mean_std(rewards, step_group, int(group_index.max()) + 1)
+    deviation, std, _ = _group_stats(rewards, step_group, int(group_index.max()) + 1)
     normalised = torch.zeros_like(_as_float(step_rewards))
-    normalised[valid] = (rewards - mean) / (std + eps)
+    normalised[valid] = deviation / (std + eps)
     # Sum over steps ending at or after t = reverse cumulative sum of the rewards placed on end tokens.
     token_rewards = step_rewards_to_token_rewards(normalised, step_end, step_mask, response_mask.shape[1])
     advantages = token_rewards.flip(-1).cumsum(-1).flip(-1) * response_mask

@@ -36,9 +36,14 @@ def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True) -> Tensor:
     """Normalise ``x`` to unit variance over the masked positions; zero outside the mask.
 
     ``shift_mean=False`` keeps the original mean (only rescales), as in PPO-style reward whitening.
+    Equal values whiten to exactly 0: their float mean misses them by an ulp, which the division by a
+    near-zero spread would blow up into a spurious signal.
     """
     mean = masked_mean(x, mask)
-    whitened = (x - mean) * torch.rsqrt(masked_var(x, mask) + 1e-8)
+    valid = mask.bool().expand_as(x)
+    spread = torch.where(valid, x, -torch.inf).amax() - torch.where(valid, x, torch.inf).amin()
+    centred = torch.where(spread > 0, x - mean, 0.0)
+    whitened = centred * torch.rsqrt(masked_var(x, mask) + 1e-8)
     if not shift_mean:
         whitened = whitened + mean
     return whitened * mask
