@@ -49,6 +49,7 @@ from selfverify.rl import (
     ProblemSource,
     Scored,
     StepRewards,
+    frozen_copy,
     rl_step,
     uses_critic,
     value_pretrain_step,
@@ -205,7 +206,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
 
     # 1. Generator cold start (or a given cold-started policy: init_from, an HF model directory).
     if state["phase"] == "cold_start" and cfg.init_from is not None:
-        generator = models["generator"] = load_pretrained(cfg.init_from)[0]
+        generator, tok = load_pretrained(cfg.init_from)  # its own tokenizer: the model's vocabulary
+        models["generator"] = generator
     elif state["phase"] == "cold_start":
         opt, sched = make_optimizer(
             generator, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
@@ -374,12 +376,13 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             max_new_tokens=lc.judge_max_new_tokens,
             dynamic_sampling=False,
             overlong_buffer=0,
-            kl_coef=0.0,
             value_pretrain_steps=0,
             pos_lm_coef=0.0,
         )
         opt, sched = make_optimizer(verifier.model, lc.judge_rl_lr)
-        learner = Learner(verifier.model, opt, sched)
+        # rl.kl_coef > 0: the KL penalty to the judge as this phase found it.
+        ref = frozen_copy(verifier.model) if jcfg.kl_coef > 0 else None
+        learner = Learner(verifier.model, opt, sched, ref=ref)
         rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
         for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
             batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
@@ -412,7 +415,10 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             save("generator", step=0)
         if state["phase"] == "generator":
             opt, sched = make_optimizer(generator, cfg.rl.lr, warmup_steps=cfg.rl.warmup_steps)
-            learner = Learner(generator, opt, sched)
+            # rl.kl_coef > 0: the reference is the generator at the start of the round, as in DeepSeekMath's
+            # iterative GRPO (§4.1.3), which resets π_ref to the policy before each iteration.
+            ref = frozen_copy(generator) if cfg.rl.kl_coef > 0 else None
+            learner = Learner(generator, opt, sched, ref=ref)
             rl = dataclasses.replace(cfg.rl, max_new_tokens=generator_tokens(cfg))
             if uses_critic(rl):  # PPO/VAPO: a fresh critic from the current policy each round
                 learner.critic = ValueModel.from_policy(generator)

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from selfverify.algos import ADVANTAGE_ESTIMATORS, AGG_MODES, KL_KINDS, POLICY_LOSSES
 from selfverify.models import ModelSpec
 from selfverify.rewards import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
 from selfverify.tasks import TaskSpec
@@ -186,8 +188,42 @@ def objective_names() -> list[str]:
 
 def _describe(err: OmegaConfBaseException) -> str:
     key = getattr(err, "full_key", None)
-    msg = getattr(err, "msg", str(err)).splitlines()[0]
+    msg = next(iter((getattr(err, "msg", None) or str(err)).splitlines()), type(err).__name__)
     return f"config key '{key}': {msg}" if key else msg
+
+
+def _read_yaml(path: Path, what: str) -> DictConfig:
+    """A YAML mapping from ``path``; bad YAML, bad encoding or a non-mapping raise ConfigError."""
+    try:
+        loaded = OmegaConf.load(path)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{what} {path}{where}: not valid YAML: {problem}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path}: not UTF-8 text") from None
+    except OSError as err:  # OmegaConf's word for a top-level scalar or list, or an unreadable file
+        raise ConfigError(f"{what} {path}: {err}; expected a mapping of keys to values") from None
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"{what} {path}: {_describe(err)}") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{what} {path}: expected a mapping of keys to values at the top level")
+    return loaded
+
+
+def _read_override(item: str) -> DictConfig:
+    """One ``key=value`` override (the value is YAML); a malformed one raises ConfigError naming it."""
+    key, sep, _ = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {item!r}: expected key=value, e.g. rl.lr=1e-5")
+    try:
+        return OmegaConf.from_dotlist([item])
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"config key '{key}': value is not valid YAML: {problem}") from None
+    except (OmegaConfBaseException, ValueError) as err:
+        raise ConfigError(f"override {item!r}: {str(err).splitlines()[0]}") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -195,19 +231,25 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     path = Path(path) if path is not None else config_dir() / "default.yaml"
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    file_cfg = _read_yaml(path, "config file")
+    cli = [(item, _read_override(item)) for item in overrides or []]
     try:
-        cfg: DictConfig = OmegaConf.structured(Config)
-        cfg = OmegaConf.merge(cfg, OmegaConf.load(path))
-        cli = OmegaConf.from_dotlist(list(overrides or []))
-        objective = cli.get("objective", cfg.objective)
-        if objective is not None:
-            preset = config_dir() / "objectives" / f"{objective}.yaml"
-            if not preset.is_file():
-                raise ConfigError(
-                    f"config key 'objective': unknown objective {objective!r}; known: {objective_names()}"
-                )
-            cfg = OmegaConf.merge(cfg, OmegaConf.load(preset))
-        cfg = OmegaConf.merge(cfg, cli)
+        cfg: DictConfig = OmegaConf.merge(OmegaConf.structured(Config), file_cfg)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"config file {path}: {_describe(err)}") from None
+    objective = next((c.objective for _, c in reversed(cli) if "objective" in c), cfg.objective)
+    if objective is not None:
+        if str(objective) not in objective_names():
+            raise ConfigError(
+                f"config key 'objective': unknown objective {objective!r}; known: {objective_names()}"
+            )
+        cfg = OmegaConf.merge(cfg, _read_yaml(config_dir() / "objectives" / f"{objective}.yaml", "preset"))
+    for item, override in cli:
+        try:
+            cfg = OmegaConf.merge(cfg, override)
+        except OmegaConfBaseException as err:
+            raise ConfigError(f"override {item!r}: {_describe(err)}") from None
+    try:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         raise ConfigError(_describe(err)) from None
@@ -216,17 +258,45 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 REWARD_MODES = ("outcome", "process", "self_verify", "mix")
+PIPELINES = ("rl", "selfverify")
+# grpo_process is not a choice: it replaces the group estimators whenever there are step rewards.
+ADVANTAGES = tuple(sorted(set(ADVANTAGE_ESTIMATORS) - {"grpo_process"}))
+# Group estimators that have a process-supervision form (the rest would be silently replaced by it).
+PROCESS_ADVANTAGES = ("grpo", "gae", "reinforce_plus_plus")
 
 
 def check_choices(cfg: Config) -> None:
-    """Values the schema's types cannot restrict, each error naming its key."""
+    """Values the schema's types cannot restrict, each error naming its key and the allowed values."""
     choices = {
+        "pipeline": (cfg.pipeline, PIPELINES),
+        "rl.advantage": (cfg.rl.advantage, ADVANTAGES),
+        "rl.policy_loss": (cfg.rl.policy_loss, tuple(sorted(POLICY_LOSSES))),
+        "rl.agg_mode": (cfg.rl.agg_mode, AGG_MODES),
+        "rl.kl_kind": (cfg.rl.kl_kind, KL_KINDS),
         "reward.mode": (cfg.reward.mode, REWARD_MODES),
         "loop.labels": (cfg.loop.labels, ("auto", "truth")),
+        "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:
             raise ConfigError(f"config key '{key}': {value!r} is not one of {list(allowed)}")
+    counts = {
+        "rl.prompts_per_step": cfg.rl.prompts_per_step,
+        "rl.group_size": cfg.rl.group_size,
+        "rl.epochs": cfg.rl.epochs,
+        "rl.mini_batches": cfg.rl.mini_batches,
+        "rl.micro_batch_size": cfg.rl.micro_batch_size,
+        "rl.max_gen_rounds": cfg.rl.max_gen_rounds,
+        "loop.judge_prompts_per_step": cfg.loop.judge_prompts_per_step,
+        "loop.judge_group_size": cfg.loop.judge_group_size,
+    }
+    for key, value in counts.items():
+        if value < 1:
+            raise ConfigError(f"config key '{key}': {value!r} must be at least 1")
+    if cfg.rl.dual_clip_c is not None and cfg.rl.dual_clip_c <= 1:
+        raise ConfigError(f"config key 'rl.dual_clip_c': {cfg.rl.dual_clip_c!r} must be > 1 (or null: off)")
+    if cfg.rl.kl_coef < 0:
+        raise ConfigError(f"config key 'rl.kl_coef': {cfg.rl.kl_coef!r} is negative")
     fractions = {
         "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
         "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
@@ -244,6 +314,11 @@ def check_choices(cfg: Config) -> None:
             raise ConfigError(f"config key 'loop.judge_error_weights.{kind}': {weight!r} is negative")
     if sum(weights.values()) <= 0:
         raise ConfigError("config key 'loop.judge_error_weights': no kind of error has a positive weight")
+    if cfg.reward.mode in ("process", "mix") and cfg.rl.advantage not in PROCESS_ADVANTAGES:
+        raise ConfigError(
+            f"config key 'rl.advantage': {cfg.rl.advantage!r} has no process-supervision form for "
+            f"reward.mode={cfg.reward.mode!r}; use one of {list(PROCESS_ADVANTAGES)} or reward.mode=outcome"
+        )
     if cfg.pipeline == "rl" and cfg.reward.mode != "outcome":
         raise ConfigError(
             f"config key 'reward.mode': {cfg.reward.mode!r} needs a verifier (pipeline=selfverify); "

@@ -76,11 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     try:
         cfg = load_config(args.config, args.overrides)
-        pipelines = _pipelines()
-        if cfg.pipeline not in pipelines:
-            raise ConfigError(
-                f"config key 'pipeline': unknown pipeline {cfg.pipeline!r}; known: {sorted(pipelines)}"
-            )
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(args.run_dir or f"runs/{cfg.pipeline}-seed{cfg.seed}-{stamp}")
         prepare_run_dir(cfg, run_dir)
@@ -92,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.use_deterministic_algorithms(True)
     console.print(f"run directory: {run_dir}")
     try:
-        summary = pipelines[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
+        summary = _pipelines()[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
     except CheckpointError as err:  # a resumed run or init_from it cannot use: no metrics written
         console.print(f"[red]error:[/red] {err}")
         return 2

@@ -10,6 +10,7 @@ in ``selfverify.algos``; this module only wires them to the models.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +71,13 @@ class Learner:
     ref: torch.nn.Module | None = None  # frozen reference for the KL penalty
     critic: torch.nn.Module | None = None  # value model for GAE estimators
     critic_optimizer: torch.optim.Optimizer | None = None
+
+
+def frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of ``policy``: π_ref of the KL penalty, taken where an RL phase starts."""
+    ref = copy.deepcopy(policy).eval()
+    ref.requires_grad_(False)
+    return ref
 
 
 def uses_critic(cfg: RLConfig) -> bool:

@@ -138,7 +138,7 @@ def policy_update(
                     terms["pos_lm_loss"] = (
                         cfg.pos_lm_coef
                         * positive_lm_loss(
-                            logprob, mb.response_mask, positive[micro], agg_mode=cfg.agg_mode, **pos_counts
+                            logprob, mb.response_mask, positive[micro], **agg, **pos_counts
                         )
                         if use_pos
                         else logprob.new_zeros(())

@@ -1,8 +1,13 @@
 """Configuration: presets, dotted overrides, and errors that name the key before any work."""
 
-import pytest
+import tempfile
+from pathlib import Path
 
-from selfverify.config import ConfigError, config_dir, load_config
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from selfverify.config import ConfigError, config_dir, load_config, objective_names
 from selfverify.loop import main
 from selfverify.tasks.arithmetic import CORRUPTIONS
 
@@ -82,3 +87,84 @@ def test_selfverify_pipeline_takes_verifier_reward_modes():
         cfg = load_config(None, ["pipeline=selfverify", f"reward.mode={mode}"])
         assert cfg.pipeline == "selfverify" and cfg.reward.mode == mode
     assert load_config(None, ["pipeline=selfverify", "loop.labels=truth"]).loop.labels == "truth"
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "allowed"),
+    [
+        ("rl.advantage=grpo_proces", "rl.advantage", "rloo"),
+        ("rl.policy_loss=ppo", "rl.policy_loss", "ppo_clip"),
+        ("rl.agg_mode=mean", "rl.agg_mode", "seq-mean-token-sum-norm"),
+        ("rl.kl_kind=k4", "rl.kl_kind", "k3"),
+        ("pipeline=sv", "pipeline", "selfverify"),
+        ("wandb.mode=cloud", "wandb.mode", "offline"),
+    ],
+)
+def test_every_choice_is_checked_with_the_allowed_values(override, key, allowed):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as err:
+        load_config(overrides=[override])
+    assert allowed in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["rl.group_size=0"], "rl.group_size"),
+        (["rl.mini_batches=0"], "rl.mini_batches"),
+        (["rl.dual_clip_c=1.0"], "rl.dual_clip_c"),
+        (["rl.kl_coef=-0.1"], "rl.kl_coef"),
+        # The default loop rewards steps: an estimator without a process form would be replaced silently.
+        (["objective=rloo"], "rl.advantage"),
+        (["rl.advantage=drgrpo", "reward.mode=mix"], "rl.advantage"),
+    ],
+)
+def test_values_that_cannot_run_are_refused(overrides, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config(overrides=overrides)
+
+
+@pytest.mark.parametrize("override", ["rl.agg_mode=bogus", "rl.advantage=bogus", "pipeline=bogus"])
+def test_a_bad_choice_fails_before_the_run_directory_exists(tmp_path, capsys, override):
+    run_dir = tmp_path / "run"
+    assert main(["--run-dir", str(run_dir), override]) == 2
+    assert override.split("=")[0] in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
+def test_every_objective_preset_loads_on_both_shipped_configs():
+    for name in objective_names():
+        assert load_config(config_dir() / "rl.yaml", [f"objective={name}"]).rl.advantage
+        mode = "process" if name in ("grpo", "dapo", "gspo", "ppo", "vapo") else "outcome"
+        assert load_config(None, [f"objective={name}", f"reward.mode={mode}"]).reward.mode == mode
+
+
+# Fuzzing: whatever the text, loading a config either succeeds or raises ConfigError naming the problem.
+_KEYS = ["seed", "rl.lr", "rl.agg_mode", "rl.group_size", "loop.judge_error_weights.offset", "task.ops",
+         "objective", "rl", "nonsense", "rl.dual_clip_c", "model.hidden_size", "wandb.mode"]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(_KEYS), st.text(max_size=20)).map("=".join),
+            st.text(max_size=40),
+        ),
+        max_size=4,
+    )
+)
+def test_fuzzed_dotted_overrides_load_or_name_the_problem(overrides):
+    try:
+        load_config(overrides=overrides)
+    except ConfigError as err:
+        assert str(err)
+
+
+@given(st.text(max_size=200))
+def test_fuzzed_config_files_load_or_name_the_problem(text):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fuzz.yaml"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            load_config(path)
+        except ConfigError as err:
+            assert str(err)

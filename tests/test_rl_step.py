@@ -1,6 +1,7 @@
 """The RL step's wiring: micro-batch invariance of the update, dynamic sampling, reward placement."""
 
 import copy
+import dataclasses
 import functools
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 import selfverify.rl as rl_module
 from pipelines.selfverify import step_rewards
-from selfverify.algos import gae_advantages, get_advantage_estimator
+from selfverify.algos import AGG_MODES, gae_advantages, get_advantage_estimator
 from selfverify.config import RLConfig
 from selfverify.critic import ValueModel
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
@@ -285,3 +286,45 @@ def test_sft_step_over_length_groups_equals_one_batch() -> None:
     (loss_a, norm_a, params_a), (loss_b, norm_b, params_b) = results
     assert loss_a == pytest.approx(loss_b, rel=1e-5) and norm_a == pytest.approx(norm_b, rel=1e-4)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params_a, params_b, strict=True))
+
+
+def _one_update(cfg: RLConfig, *, ref_seed: int | None = None, positive: bool = False) -> list[torch.Tensor]:
+    """Parameters after one policy update of a fixed rollout (a reference model of another seed, and
+    every other response marked correct, when asked)."""
+    tok = build_char_tokenizer()
+    model = build_model(SPEC, tok, seed=0)
+    rollout = sample(model, tok, [p.prompt for p in PROBLEMS], max_new_tokens=10, seed=0)
+    adv = torch.randn(rollout.response_mask.shape, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        old = response_logprobs(model, rollout)
+        ref = None if ref_seed is None else response_logprobs(build_model(SPEC, tok, seed=ref_seed), rollout)
+    opt, sched = make_optimizer(model, cfg.lr)
+    metrics = policy_update(
+        model, opt, sched, rollout, old_logprobs=old, advantages=adv, ref_logprobs=ref, cfg=cfg, seed=0,
+        positive=torch.arange(len(PROBLEMS)) % 2 == 0 if positive else None,
+    )  # fmt: skip
+    if ref is not None:
+        assert metrics["kl"] > 0 and ("kl_loss" in metrics) != cfg.kl_in_reward
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _moved(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    return max((x - y).abs().max().item() for x, y in zip(a, b, strict=True))
+
+
+def test_the_kl_term_is_in_the_loss_and_moves_the_update():
+    base = RLConfig(max_new_tokens=10, lr=1e-2)
+    without = _one_update(base)
+    with_kl = _one_update(dataclasses.replace(base, kl_coef=0.5), ref_seed=1)
+    assert _moved(without, with_kl) > 1e-4
+    # kl_coef = 0 with a reference: the KL is measured, and the update is the plain one.
+    measured_only = _one_update(dataclasses.replace(base, kl_coef=0.0), ref_seed=1)
+    assert _moved(without, measured_only) == 0.0
+
+
+@pytest.mark.parametrize("mode", AGG_MODES)
+def test_positive_lm_loss_works_under_every_aggregation_mode(mode):
+    base = RLConfig(max_new_tokens=10, lr=1e-2, agg_mode=mode)
+    plain = _one_update(base, positive=True)
+    with_lm = _one_update(dataclasses.replace(base, pos_lm_coef=0.1), positive=True)
+    assert _moved(plain, with_lm) > 1e-5

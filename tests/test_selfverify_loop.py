@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 from selfverify.checkpoint import STATE_FILE
 from selfverify.loop import main
@@ -72,3 +73,31 @@ def test_a_judge_of_another_analysis_format_is_refused(tmp_path, tiny_overrides,
     # Resuming the run itself.
     assert main(["--run-dir", str(cold), "--no-progress", *tiny_overrides, *tiny_loop, "loop.rounds=0"]) == 2
     assert "analysis format 3" in " ".join(capsys.readouterr().err.split())
+
+
+def test_the_kl_reference_is_used_by_generator_and_judge_rl(tmp_path, tiny_overrides, tiny_loop):
+    """rl.kl_coef > 0 (the grpo preset's 0.04): every RL phase of the loop has a reference and logs the
+    KL to it, which grows from 0 as the policy moves away from where the phase started (the tiny models
+    earn no reward, so an entropy bonus moves them)."""
+    run = tmp_path / "run"
+    moving = ["rl.entropy_coef=0.1", "rl.lr=1e-2", "loop.judge_rl_lr=1e-2"]
+    _run(run, [*tiny_overrides, *tiny_loop, "rl.kl_coef=0.5", *moving])
+    for phase in ("rl", "verifier_rl", "meta_rl"):
+        rows = [r for r in read_metrics(run) if r["phase"] == phase]
+        assert rows and all("kl" in r and "kl_loss" in r for r in rows)
+        assert max(r["kl"] for r in rows) > 0
+
+
+def test_init_from_brings_its_own_tokenizer(tmp_path, tiny_overrides, tiny_loop):
+    """A policy given as init_from keeps its vocabulary: here the character tokenizer plus a token the
+    built-in one lacks, which must survive into the run's checkpoints."""
+    from selfverify.models import ModelSpec, build_char_tokenizer, build_model, save_pretrained
+
+    tok = build_char_tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<extra>"]})
+    model = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), tok, 0)
+    save_pretrained(model, tok, tmp_path / "init")
+    run = tmp_path / "run"
+    _run(run, [*tiny_overrides, *tiny_loop, "loop.rounds=1", f"init_from={tmp_path / 'init'}"])
+    saved = AutoTokenizer.from_pretrained(run / "checkpoints" / "latest" / "generator")
+    assert "<extra>" in saved.get_vocab() and len(saved) == len(tok)
