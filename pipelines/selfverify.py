@@ -578,6 +578,7 @@ def evaluate_judges(
     labels = [meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]
     hits = [ms == label for (ms, _), label in zip(judged, labels, strict=True)]
     unfaithful = [h for h, label in zip(hits, labels, strict=True) if label < 1.0]
+    faithful = [h for h, label in zip(hits, labels, strict=True) if label == 1.0]
     n = len(samples)
     return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
         "verifier_f1": pb["f1"],
@@ -589,6 +590,13 @@ def evaluate_judges(
         # On the analyses that are not faithful alone: a meta-verifier that always says "faithful"
         # scores 0 here however good the verifier (and so meta_accuracy) is.
         "meta_accuracy_unfaithful": sum(unfaithful) / len(unfaithful) if unfaithful else None,
+        "meta_accuracy_faithful": sum(faithful) / len(faithful) if faithful else None,
+        # The auditor's balanced accuracy: the mean over the two kinds, blind to how many of each there are.
+        "meta_balanced_accuracy": (
+            (sum(unfaithful) / len(unfaithful) + sum(faithful) / len(faithful)) / 2
+            if unfaithful and faithful
+            else None
+        ),
         "sample_true_score": sum(truth) / n,
         "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(truth)) / n,
     }

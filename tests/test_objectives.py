@@ -1,8 +1,15 @@
-"""Every objective preset runs end to end through `python -m selfverify.loop objective=NAME`."""
+"""Every objective preset runs end to end through `python -m selfverify.loop objective=NAME`, and its
+update schedule lets its clipping act."""
 
 import pytest
 
-from selfverify.config import load_config, objective_names
+import torch
+
+from selfverify.config import config_dir, load_config, objective_names
+from selfverify.models import ModelSpec, build_char_tokenizer, build_model
+from selfverify.rollout import response_logprobs, sample
+from selfverify.tasks import Problem
+from selfverify.trainer import make_optimizer, policy_update
 from selfverify.loop import main
 from selfverify.tracking import read_metrics
 
@@ -47,5 +54,38 @@ def test_presets_set_what_their_papers_define():
     )
     vapo = load_config(overrides=["objective=vapo"]).rl
     assert (vapo.lam_critic, vapo.length_adaptive_alpha, vapo.pos_lm_coef) == (1.0, 0.05, 0.1)
-    assert load_config(overrides=["objective=drgrpo"]).rl.agg_mode == "seq-mean-token-sum-norm"
+    rl_job = config_dir() / "rl.yaml"  # outcome rewards: every estimator applies
+    assert load_config(rl_job, ["objective=drgrpo"]).rl.agg_mode == "seq-mean-token-sum-norm"
     assert load_config(overrides=["objective=gspo", "rl.clip_high=5e-4"]).rl.clip_high == 5e-4  # CLI wins
+
+
+def _clip_fractions(rl) -> dict[str, float]:
+    """One policy update of a fixed rollout with the preset's schedule (epochs x mini-batches) and
+    clip ranges, at a learning rate that moves the ratio within a few optimizer steps."""
+    tok = build_char_tokenizer()
+    model = build_model(ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), tok, 0)
+    problems = [Problem(i + 1, (("+", 2), ("-", 3))) for i in range(16)]
+    rollout = sample(model, tok, [p.prompt for p in problems], max_new_tokens=12, seed=0)
+    with torch.no_grad():
+        old = response_logprobs(model, rollout)
+    advantages = torch.randn(rollout.response_mask.shape, generator=torch.Generator().manual_seed(0))
+    opt, sched = make_optimizer(model, 3e-2)
+    metrics = policy_update(
+        model, opt, sched, rollout, old_logprobs=old, advantages=advantages, ref_logprobs=None,
+        cfg=rl, seed=0,
+    )  # fmt: skip
+    return {k: v for k, v in metrics.items() if k.startswith("clipfrac")}
+
+
+@pytest.mark.parametrize("name", ["dapo", "vapo"])
+def test_clip_higher_and_dual_clip_act_under_the_preset_schedule(name):
+    """DAPO and VAPO take several mini-batch steps per rollout batch, so after the first step the ratio
+    leaves 1: Clip-Higher's upper bound (and dual-clip, when set) clip tokens. One step per batch (the
+    schedule the dapo preset had) leaves the ratio at exactly 1 and nothing ever clips."""
+    rl = load_config(config_dir() / "rl.yaml", [f"objective={name}", "rl.dual_clip_c=1.5"]).rl
+    assert rl.mini_batches * rl.epochs > 1 and rl.clip_high > rl.clip_low
+    clipped = _clip_fractions(rl)
+    assert clipped["clipfrac_high"] > 0 and clipped["clipfrac_low"] > 0 and clipped["clipfrac_dual"] > 0
+    one_step = load_config(config_dir() / "rl.yaml", [f"objective={name}", "rl.dual_clip_c=1.5",
+                                                      "rl.mini_batches=1", "rl.epochs=1"]).rl  # fmt: skip
+    assert set(_clip_fractions(one_step).values()) == {0.0}

@@ -37,7 +37,13 @@ def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides
     summary = _run(tmp_path / "run", [*tiny_overrides, *tiny_loop, *f"reward.mode={mode}".split()])
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
     assert set(summary["rounds"][0]) >= ROUND_KEYS
-    assert 0.0 <= summary["final_accuracy"] <= 1.0 and "cold_start_accuracy" in summary
+    evals = [r for r in read_metrics(tmp_path / "run") if r["phase"] == "eval"]
+    assert summary["cold_start_accuracy"] == evals[0]["accuracy"]
+    assert summary["final_accuracy"] == summary["rounds"][-1]["generator_accuracy"] == evals[-1]["accuracy"]
+    for r in summary["rounds"]:  # F1 is the harmonic mean of the two accuracies (DESIGN §5)
+        err, corr = r["verifier_acc_err"], r["verifier_acc_corr"]
+        if err is not None and corr is not None:
+            assert r["verifier_f1"] == pytest.approx(2 * err * corr / (err + corr) if err + corr else 0.0)
     phases = {r["phase"] for r in read_metrics(tmp_path / "run")}
     assert {"sft", "judge_sft", "verifier_rl", "meta_rl", "rl", "round"} <= phases
     assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000
