@@ -2,16 +2,15 @@
 update schedule lets its clipping act."""
 
 import pytest
-
 import torch
 
 from selfverify.config import config_dir, load_config, objective_names
+from selfverify.loop import main
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.rollout import response_logprobs, sample
 from selfverify.tasks import Problem
-from selfverify.trainer import make_optimizer, policy_update
-from selfverify.loop import main
 from selfverify.tracking import read_metrics
+from selfverify.trainer import make_optimizer, policy_update
 
 EXPECTED = {
     "grpo": {"kl", "kl_loss"},
