@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.models import load_pretrained, save_pretrained
@@ -24,6 +26,31 @@ class CheckpointError(ValueError):
     """A checkpoint this run cannot use (another analysis format, another phase); the message names it."""
 
 
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (disk full, read-only); the previous one is left as it was."""
+
+
+def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Run ``write(tmp)`` into a fresh sibling directory, then swap it in for ``path``.
+
+    A failed write (a full disk, a read-only directory) removes the partial copy, so it holds no space,
+    and leaves ``path`` untouched. torch.save reports a failed write as RuntimeError and safetensors as
+    its own error, hence the three kinds caught.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        write(tmp)
+    except (OSError, RuntimeError, SafetensorError) as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        detail = " ".join(str(err).split())[:300]
+        raise CheckpointWriteError(
+            f"could not write the checkpoint {path} ({detail}); the previous checkpoint is intact: "
+            "make room (or make the run directory writable) and rerun the same command to resume"
+        ) from err
+    _swap_in(tmp, path)
+
+
 def save_checkpoint(
     path: Path,
     model: torch.nn.Module,
@@ -32,19 +59,21 @@ def save_checkpoint(
     critic: torch.nn.Module | None = None,
 ) -> None:
     """Write the checkpoint under a temporary name, then rename it into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_pretrained(model, tokenizer, tmp)
-    if critic is not None:
-        critic.save(tmp / "critic")
-    if state is not None:
-        torch.save(state, tmp / STATE_FILE)
-    _swap_in(tmp, path)
+
+    def write(tmp: Path) -> None:
+        save_pretrained(model, tokenizer, tmp)
+        if critic is not None:
+            critic.save(tmp / "critic")
+        if state is not None:
+            torch.save(state, tmp / STATE_FILE)
+
+    _write_atomically(path, write)
 
 
 def _swap_in(tmp: Path, path: Path) -> None:
     """Replace ``path`` by the finished ``tmp`` (``recover`` completes a swap a crash interrupted)."""
     old = path.with_name(path.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)  # a kill during the last swap's clean-up can leave one
     if path.exists():
         os.replace(path, old)
     os.replace(tmp, path)
@@ -63,6 +92,7 @@ def recover(path: Path) -> None:
     old = path.with_name(path.name + ".old")
     if not path.exists() and old.exists():
         os.replace(old, path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def save_bundle(
@@ -74,12 +104,13 @@ def save_bundle(
     """Several models (one HF directory each, under their names) and one trainer state, written
     atomically together: a resumed run never sees a generator from one phase and a verifier from
     another."""
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for name, model in models.items():
-        save_pretrained(model, tokenizer, tmp / name)
-    torch.save(state, tmp / STATE_FILE)
-    _swap_in(tmp, path)
+
+    def write(tmp: Path) -> None:
+        for name, model in models.items():
+            save_pretrained(model, tokenizer, tmp / name)
+        torch.save(state, tmp / STATE_FILE)
+
+    _write_atomically(path, write)
 
 
 def load_bundle(

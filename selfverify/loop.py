@@ -18,7 +18,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from selfverify.checkpoint import CheckpointError
+from selfverify.checkpoint import CheckpointError, CheckpointWriteError
 from selfverify.config import Config, ConfigError, load_config, to_yaml
 from selfverify.io import atomic_write_json, atomic_write_text
 from selfverify.plots import plot_curves
@@ -82,18 +82,27 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         console.print(f"[red]error:[/red] {err}")
         return 2
+    except OSError as err:  # a read-only or full run directory: nothing was started
+        console.print(f"[red]error:[/red] cannot write the run directory {run_dir}: {err.strerror or err}")
+        return 2
 
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
     console.print(f"run directory: {run_dir}")
     try:
         summary = _pipelines()[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
-    except CheckpointError as err:  # a resumed run or init_from it cannot use: no metrics written
+        summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
+        atomic_write_json(run_dir / "summary.json", summary)
+        plot_curves(read_metrics(run_dir), run_dir / "curves.png")
+    except (CheckpointError, CheckpointWriteError) as err:  # a checkpoint it cannot use or cannot write
         console.print(f"[red]error:[/red] {err}")
         return 2
-    summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
-    atomic_write_json(run_dir / "summary.json", summary)
-    plot_curves(read_metrics(run_dir), run_dir / "curves.png")
+    except OSError as err:  # metrics or results could not be written: the checkpoints are as they were
+        console.print(
+            f"[red]error:[/red] cannot write to {run_dir}: {err.strerror or err} ({err.filename or ''}); "
+            "the checkpoints written so far are intact: rerun the same command to resume"
+        )
+        return 2
     Console().print(summary_table(summary))
     if summary.get("rounds"):
         Console().print(rounds_table(summary["rounds"]))
