@@ -35,6 +35,13 @@ def test_checkpoint_loads_with_auto_classes(tmp_path):
     (tmp_path / "ckpt").rename(tmp_path / "ckpt.old")
     recover(tmp_path / "ckpt")
     assert load_checkpoint(tmp_path / "ckpt")[2] == {"step": 4}
+    # A crash while the last swap deleted ".old" leaves part of it beside a complete checkpoint: the
+    # next save (and recover) clear it away.
+    save_checkpoint(tmp_path / "stale", model, tok, {"step": 1})
+    (tmp_path / "stale").rename(tmp_path / "ckpt.old")
+    (tmp_path / "ckpt.old" / "model.safetensors").unlink()
+    save_checkpoint(tmp_path / "ckpt", model, tok, {"step": 5})
+    assert load_checkpoint(tmp_path / "ckpt")[2] == {"step": 5} and not (tmp_path / "ckpt.old").exists()
 
 
 def test_sampled_logprobs_match_recomputed_logprobs_with_left_padding():
