@@ -104,8 +104,6 @@ def _read_jsonl(
     line_no = 0
     while raw := f.readline(max_line_bytes + 1):
         line_no += 1
-        if line_no == 1:
-            raw = raw.removeprefix(codecs.BOM_UTF8)
         if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
             while (rest := f.readline(_SKIP_CHUNK)) and not rest.endswith(b"\n"):
                 pass  # discard the rest of the oversized line without holding it
@@ -113,6 +111,10 @@ def _read_jsonl(
                 RecordError(path, line_no, f"line longer than {max_line_bytes} bytes"), on_error, warn
             )
             continue
+        if line_no == 1:
+            # Only after the length check: stripped before it, the BOM hid a cut-off first line, whose
+            # rest was then read as a line 2 (and yielded as a record when it was valid JSON).
+            raw = raw.removeprefix(codecs.BOM_UTF8)
         if not raw.strip():
             continue
         try:

@@ -9,17 +9,31 @@ Every loader returns records normalised to four string fields:
 - ``answer``: the final answer as text (GSM8K: after ``####``; MATH: the ``answer`` column, else the
   last ``\\boxed{}`` of the solution; AIME: the integer as text).
 
-Answers are compared with math-verify (DESIGN §6) behind guards: plain numbers are compared exactly
-first, oversized or power-tower text never reaches sympy, and math-verify (which times itself out
-with ``signal.alarm``) is only called from the main thread; elsewhere a normalised string comparison
-is the fallback.
+The answer of a free-form response (DESIGN §6) is the value it states last: after the answer marker
+written last ("the answer is", "Answer:", ``\\boxed{}``, ``####``), else its last number. A marked
+statement that is a chain ("3 + 2 - 3 + 2 = 9") states its last side (9); nothing is re-evaluated.
+
+Answers are compared with math-verify behind guards: plain numbers are compared exactly first; a
+predicted answer that is unevaluated arithmetic on plain numbers ("3 + 2", "1/2 + 1/4") is a stated
+expression, not a stated value, and matches only a reference written the same way; oversized text,
+power towers and huge powers never reach sympy. math-verify times itself out with ``signal.alarm``,
+which only the main thread can set, so off the main thread it runs in a worker process under the same
+limits (a comparison that runs out of time is unequal, as math-verify itself decides). A normalised
+string comparison decides only what math-verify cannot parse or what the guards keep from it.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import select
+import signal
+import subprocess
+import sys
 import threading
 import unicodedata
+from collections import deque
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -37,6 +51,13 @@ SPLIT_RULES: tuple[str, ...] = ("lines", "sentences", "double-newline")
 # with the expression.
 MAX_ANSWER_CHARS = 300
 MATH_VERIFY_TIMEOUT_S = 2
+# Off the main thread the worker process's own alarms enforce MATH_VERIFY_TIMEOUT_S (two parses and at
+# most four comparisons); this backstop, one limit more than their sum, catches a worker they cannot stop.
+MATH_VERIFY_WORKER_TIMEOUT_S = 7 * MATH_VERIFY_TIMEOUT_S
+# A fresh worker imports math-verify and sympy, which takes a while on a loaded machine.
+MATH_VERIFY_WORKER_START_S = 120
+# Only the last few "answer is" markers and "####" lines of a response are read.
+MAX_ANSWER_MARKERS = 32
 
 _FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "unique_id", "idx", "ID"),
@@ -46,8 +67,31 @@ _FIELD_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 _GSM8K_FINAL_RE = re.compile(r"####([^\n]*)")
-# One character class before the number, so the pattern cannot backtrack over long blank runs.
-_ANSWER_IS_RE = re.compile(r"answer\s*(?:is|:)[\s:$\\(]*(-?[\d.,]*\d(?:/\d+)?%?)", re.IGNORECASE)
+_GSM8K_LINE_START_RE = re.compile(r"\n\s*(?=####)")  # where a paragraph's "#### x" line starts
+_ANSWER_MARKER_RE = re.compile(r"\banswer\b[\s*]*(?:is\b|:|=)", re.IGNORECASE)
+_EQUALS_WORDS_RE = re.compile(r",?\s*\b(?:(?:which|that)\s+)?(?:equals|is\s+equal\s+to)\b", re.IGNORECASE)
+# What ends a stated value: a word, a sentence end; what is read whole: math spans, LaTeX commands.
+_STATEMENT_TOKEN_RE = re.compile(r"\\[()\[\]]|\$\$|\$(?=\S)|\\[A-Za-z]+|\\.|[A-Za-z]{2,}|[{}]|[.;!?](?!\d)")
+# Math spans by their openers. As in Pandoc, "$" closes math only after a non-space and not before a
+# digit, so the dollars of "$18, and she spends $2" are currency, not a span.
+_MATH_CLOSE_RE = {
+    "$": re.compile(r"(?<=\S)(?<!\\)\$(?!\d)"),
+    "$$": re.compile(r"\$\$"),
+    "\\(": re.compile(r"\\\)"),
+    "\\[": re.compile(r"\\\]"),
+}
+# "=" of a chain; not the one of "<=", ">=", "!=".
+_EQUALS_RE = re.compile(r"\\[{}]|[{}]|(?<![<>!])=+>?")
+_LEADING_WRAP_CHARS = " \t*$:"
+_TRAILING_WRAP_CHARS = " \t*$.,;:("
+# Arithmetic between two plain numbers (or \frac{a}{b}, or powers of them), e.g. "3 + 2", "2\times 3^2",
+# "1/2 + 1/4": not an exponent or index ("x^2+1"), a coefficient ("2x+1") or a term of a surd ("1+2\sqrt3").
+_PLAIN_OPERAND = r"(?:\d+(?:\.\d+)?|\\[dt]?frac\{\d+\}\{\d+\})(?:\^\{?[-+]?\d+\}?)?"
+_UNEVALUATED_RE = re.compile(
+    rf"(?<![\w.^_])(?<!\^\{{)(?<!_\{{){_PLAIN_OPERAND}\s*(?:[-+*×·÷−]|\\times|\\cdot|\\div)\s*\(?\s*[-+]?"
+    rf"{_PLAIN_OPERAND}(?![\w.^{{(\\])(?!\s*\\(?!text)[A-Za-z])"
+)
+_SCIENTIFIC_RE = re.compile(r"-?\d+(?:\.\d+)?\s*(?:\\times|\\cdot|[*×·])\s*10\^\{?[-+]?\d+\}?")
 _LAST_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _INTEGER_RE = re.compile(r"-?\d+")
 _PLAIN_NUMBER_RE = re.compile(
@@ -56,6 +100,11 @@ _PLAIN_NUMBER_RE = re.compile(
 _LATEX_FRAC_RE = re.compile(r"^(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}$")
 # a^b^c or a^{b^c}: sympy would try to build the tower before any timeout can fire.
 _POWER_TOWER_RE = re.compile(r"(\^|\*\*)[\s({]*[-+]?[\w.]+[\s)}]*(\^|\*\*)")
+# An exponent, a factorial's or a binomial's argument of 4 digits or more, or a factorial of a bracketed
+# expression ("(9!)!", "(10^6)!"): sympy works on it until the timeout fires.
+_HUGE_POWER_RE = re.compile(
+    r"(?:\^|\*\*)[\s({]*[-+]?\d{4}|(?<!\d)\d{4,}\s*!|[)}\]]\s*!|\\binom\s*\{\s*\d{4}"
+)
 _INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _UNICODE_MAP = {c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)} | {0x3000: " ", 0xA0: " ", 0x202F: " "}
 _NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
@@ -181,9 +230,14 @@ def extract_answer(text: str, kind: Kind | Literal["auto"] = "auto") -> str | No
     """The final answer written in ``text``, or None when there is none.
 
     ``gsm8k``: the last ``#### x`` line (thousands separators and ``$`` removed).
-    ``math``: the last ``\\boxed{...}``. ``aime``: the last boxed answer, else the last integer.
-    ``auto`` (free-form solutions): ``####``, then ``\\boxed``, then "the answer is X", then the
-    last number in the text.
+    ``math``: the last ``\\boxed{...}``, whole. ``aime``: the last boxed answer, else the last integer.
+    (These three read reference solutions.)
+    ``auto`` (free-form responses, untrusted): the value stated after the answer marker written last
+    ("the answer is", "Answer:", the last ``\\boxed{}``, a ``####`` line), else the last number in the
+    text. A stated value ends at its line's or sentence's end or at a word ("Answer: 5 apples" -> "5");
+    of a chain only the last side counts ("the answer is 3 + 2 - 3 + 2 = 9" -> "9"); a marker that
+    states nothing ("the answer is wrong") is skipped. Unicode digits and invisible characters are
+    normalised first.
     """
     if kind == "gsm8k":
         found = [m.strip() for m in _GSM8K_FINAL_RE.findall(text) if m.strip()]
@@ -197,16 +251,94 @@ def extract_answer(text: str, kind: Kind | Literal["auto"] = "auto") -> str | No
         return _integer_text(ints[-1]) if ints else None
     if kind != "auto":
         raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} or 'auto'")
-    for finder in (
-        lambda t: extract_answer(t, "gsm8k"),
-        last_boxed,
-        lambda t: m[-1] if (m := _ANSWER_IS_RE.findall(t)) else None,
-        lambda t: m[-1] if (m := _LAST_NUMBER_RE.findall(t)) else None,
-    ):
-        found = finder(text)
-        if found:
-            return _clean_number_text(found)
-    return None
+    text = clean_unicode(text)
+    found = _marked_answer(text)
+    if found is None:
+        last = deque(_LAST_NUMBER_RE.finditer(text), maxlen=1)
+        found = last[0].group() if last else None
+    return _clean_number_text(found) if found else None
+
+
+def _marked_answer(text: str) -> str | None:
+    """The value stated after the answer marker written last in ``text`` (None when no marker states one).
+
+    Markers: "answer is"/"answer:"/"answer =" (any case, ``**Answer:**``), ``\\boxed{...}``/``\\fbox``
+    (the last one), ``####``. A marker followed by no value ("the answer is wrong") is skipped, so an
+    earlier one counts.
+    """
+    candidates: list[tuple[int, str]] = []
+    boxed_at = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    boxed = last_boxed(text) if boxed_at >= 0 else None
+    if boxed is not None:
+        candidates.append((boxed_at, _unwrap(_last_side(boxed))))
+    for m in deque(_ANSWER_MARKER_RE.finditer(text), maxlen=MAX_ANSWER_MARKERS):
+        candidates.append((m.start(), _stated_value(text, m.end())))
+    for m in deque(_GSM8K_FINAL_RE.finditer(text), maxlen=MAX_ANSWER_MARKERS):
+        candidates.append((m.start(), _stated_value(text, m.start(1))))
+    stated = [(at, value) for at, value in candidates if value]
+    return max(stated)[1] if stated else None
+
+
+def _stated_value(text: str, start: int) -> str:
+    """The value the statement at ``text[start:]`` states: up to its line's end, sentence end or first
+    word ("5 apples." -> "5"), and of a chain only the last side ("3 + 2 - 3 + 2 = 9" -> "9", "x = 5"
+    -> "5"; "equals" counts as "=")."""
+    line_end = text.find("\n", start)
+    line = _EQUALS_WORDS_RE.sub(" =", text[start : line_end if line_end >= 0 else len(text)])
+    return _unwrap(_last_side(line[: _statement_end(line)]))
+
+
+def _statement_end(line: str) -> int:
+    """Where the statement that opens ``line`` ends: at a sentence end or a word (two letters or more)
+    outside braces and math spans. ``$...$``, ``$$...$$``, ``\\(...\\)`` and ``\\[...\\]`` are read whole;
+    a ``$`` that opens no span on the line is a currency sign."""
+    depth, pos = 0, 0
+    unclosed: set[str] = set()  # openers with no closer left on the line (so each is searched for once)
+    while m := _STATEMENT_TOKEN_RE.search(line, pos):
+        token, pos = m.group(), m.end()
+        if token in _MATH_CLOSE_RE and token not in unclosed:
+            close = _MATH_CLOSE_RE[token].search(line, pos)
+            if close:
+                pos = close.end()
+            else:
+                unclosed.add(token)
+        elif token == "{":
+            depth += 1
+        elif token == "}":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and (token[0].isalpha() or token in ".;!?"):
+            return m.start()
+    return len(line)
+
+
+def _last_side(text: str) -> str:
+    """The last side of a chain ``a = b = c`` (``text`` itself when it has no ``=`` outside braces)."""
+    depth, cut = 0, 0
+    for m in _EQUALS_RE.finditer(text):
+        token = m.group()
+        if token == "{":
+            depth += 1
+        elif token == "}":
+            depth = max(depth - 1, 0)
+        elif token[0] == "=" and depth == 0:
+            cut = m.end()
+    return text[cut:]
+
+
+def _unwrap(value: str) -> str:
+    """``value`` without what surrounds a stated value: spaces, ``$``, ``\\(``/``\\)``, ``**``, ``:``,
+    trailing punctuation."""
+    i, j = 0, len(value)
+    while True:
+        start, end = i, j
+        while i < j and value[i] in _LEADING_WRAP_CHARS:
+            i += 1
+        while j > i and value[j - 1] in _TRAILING_WRAP_CHARS:
+            j -= 1
+        i += 2 if value.startswith(("\\(", "\\["), i, j) else 0
+        j -= 2 if j - i >= 2 and value.endswith(("\\)", "\\]"), i, j) else 0
+        if (i, j) == (start, end):
+            return value[i:j]
 
 
 def _integer_text(digits: str) -> str:
@@ -262,39 +394,59 @@ def _normalise_answer_text(text: str) -> str:
 
 
 def answers_equal(pred: str | None, gold: str | None) -> bool:
-    """Whether a predicted final answer equals the reference one.
+    """Whether a predicted final answer states the reference one.
 
-    Plain numbers (``1,200``, ``$5``, ``25%``, ``3/4``) are compared exactly with fractions;
-    otherwise math-verify decides (main thread only, answers of at most ``MAX_ANSWER_CHARS``
-    characters and no power towers), falling back to a normalised string comparison when
-    math-verify cannot be used or fails.
+    Against a reference that is a value (no ``=``), only the last side of a predicted chain counts
+    ("x = 5", "2 + 3 = 5" state 5). Plain numbers (``1,200``, ``$5``, ``25%``, ``3/4``) are compared
+    exactly with fractions. A predicted answer that is unevaluated arithmetic on plain numbers ("3 + 2
+    - 3 + 2", ``\\boxed{2+2}``; scientific notation aside) is a stated expression, not a stated value:
+    it is never evaluated into a match, only compared as text. Otherwise math-verify decides (answers
+    of at most ``MAX_ANSWER_CHARS`` characters and no power towers, on any thread, see
+    :func:`_math_verify_equal`), and a normalised string comparison decides what it cannot parse.
     """
     if pred is None or gold is None:
         return False
     pred, gold = clean_unicode(pred).strip(), clean_unicode(gold).strip()
+    if _last_side(gold) == gold:
+        pred = _last_side(pred)
+    pred = _unwrap(pred)
     if not pred or not gold:
         return False
     p_num, g_num = parse_number(pred), parse_number(gold)
     if p_num is not None and g_num is not None:
         return p_num == g_num
-    if _math_verify_allowed(pred) and _math_verify_allowed(gold):
+    if _math_verify_allowed(pred) and _math_verify_allowed(gold) and not _is_unevaluated(pred):
         verdict = _math_verify_equal(pred, gold)
         if verdict is not None:
             return verdict
     return _normalise_answer_text(pred) == _normalise_answer_text(gold)
 
 
+def _is_unevaluated(answer: str) -> bool:
+    """Whether ``answer`` holds arithmetic between plain numbers that it leaves unevaluated."""
+    return _UNEVALUATED_RE.search(answer) is not None and _SCIENTIFIC_RE.fullmatch(answer) is None
+
+
 def _math_verify_allowed(text: str) -> bool:
-    """math-verify's timeout relies on SIGALRM (main thread only); keep sympy away from towers."""
-    return (
-        threading.current_thread() is threading.main_thread()
-        and len(text) <= MAX_ANSWER_CHARS
-        and not _POWER_TOWER_RE.search(text)
-    )
+    """Keep sympy to short text and away from power towers (which it would build before any timeout
+    could fire) and huge powers and factorials (which it would work on until the timeout)."""
+    return len(text) <= MAX_ANSWER_CHARS and not (_POWER_TOWER_RE.search(text) or _HUGE_POWER_RE.search(text))
 
 
 def _math_verify_equal(pred: str, gold: str) -> bool | None:
-    """math-verify's judgment, or None when it cannot parse either side or fails."""
+    """math-verify's judgment, or None when it cannot parse either side or fails, under its time limits.
+
+    Those limits are ``signal.alarm``s, which only the main thread can set (math-verify raises
+    elsewhere). Off the main thread the comparison runs on the main thread of a worker process instead,
+    so it is never made without a limit nor silently replaced by a weaker one.
+    """
+    if threading.current_thread() is threading.main_thread():
+        return _math_verify_here(pred, gold)
+    return _WORKER.compare(pred, gold)
+
+
+def _math_verify_here(pred: str, gold: str) -> bool | None:
+    """math-verify in this thread (the main one: its timeouts need ``signal.alarm``)."""
     try:
         from math_verify import parse, verify
 
@@ -305,6 +457,86 @@ def _math_verify_equal(pred: str, gold: str) -> bool | None:
         return bool(verify(gold_parsed, pred_parsed, timeout_seconds=MATH_VERIFY_TIMEOUT_S))
     except Exception:  # math-verify/sympy raise many types on odd input; the caller falls back
         return None
+
+
+class _MathVerifyWorker:
+    """A lazily started child Python that runs :func:`_math_verify_here` on its main thread for callers
+    on other threads: one JSON ``[pred, gold]`` line in, one JSON verdict line out.
+
+    Calls are serialised. A comparison that takes longer than ``MATH_VERIFY_WORKER_TIMEOUT_S`` (or kills
+    the child) counts as unequal, math-verify's own verdict on a timeout; the child is killed and the
+    next call starts a fresh one. A plain subprocess rather than ``multiprocessing``: it imports only
+    this module, not the caller's ``__main__`` (torch and all), and cannot inherit a forked lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def compare(self, pred: str, gold: str) -> bool | None:
+        with self._lock:
+            process = self._running()
+            try:
+                process.stdin.write(json.dumps([pred, gold]).encode() + b"\n")
+                process.stdin.flush()
+                reply = _read_line(process, MATH_VERIFY_WORKER_TIMEOUT_S)
+            except OSError:  # the child died
+                reply = None
+            if reply is not None:
+                return json.loads(reply)
+            self._stop()
+            return False
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self._stop()
+        root = str(Path(__file__).resolve().parents[1])
+        command = [sys.executable, "-c", _WORKER_CODE, root]
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        if _read_line(self._process, MATH_VERIFY_WORKER_START_S) != b"ready\n":
+            self._stop()
+            raise RuntimeError("the math-verify worker process did not start")
+        return self._process
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            for pipe in (self._process.stdin, self._process.stdout):
+                if pipe is not None:
+                    pipe.close()
+        self._process = None
+
+
+def _read_line(process: subprocess.Popen[bytes], timeout: float) -> bytes | None:
+    """The child's next output line, or None when none comes within ``timeout`` seconds (or at EOF)."""
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    line = process.stdout.readline() if ready else b""
+    return line or None
+
+
+def _serve_math_verify() -> None:
+    """The worker's loop, on its main thread: answer requests until the parent closes stdin."""
+    import math_verify  # noqa: F401  (imported before "ready", so no comparison pays for it)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes our stdin
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # anything else written to stdout, from C too, goes to stderr, not into a reply
+    replies.write("ready\n")
+    replies.flush()
+    for request in sys.stdin:
+        pred, gold = json.loads(request)
+        replies.write(json.dumps(_math_verify_here(pred, gold)) + "\n")
+        replies.flush()
+
+
+# The worker imports this package from where the parent did (argv[1]), nothing of the parent's __main__.
+_WORKER_CODE = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from selfverify.realmath import _serve_math_verify; _serve_math_verify()"
+)
+_WORKER = _MathVerifyWorker()
 
 
 def _as_latex(text: str) -> str:
@@ -324,7 +556,8 @@ def split_steps(solution: str, rule: SplitRule = "lines") -> list[str]:
     if rule == "lines":
         return [line.strip() for line in solution.splitlines() if line.strip()]
     if rule == "double-newline":
-        return [p.strip() for p in re.split(r"\n\s*\n", solution) if p.strip()]
+        paragraphs = [p for p in re.split(r"\n\s*\n", solution) if p.strip()]
+        return [s.strip() for p in paragraphs for s in _GSM8K_LINE_START_RE.split(p) if s.strip()]
     if rule == "sentences":
         return [
             s.strip() for line in solution.splitlines() for s in _SENTENCE_END_RE.split(line) if s.strip()

@@ -13,10 +13,12 @@ verifier's ``extra`` when it has any. With labels it prints ProcessBench metrics
 F1, see :func:`verifiers.metrics.processbench_metrics`); ``--metrics-json`` writes them with the run's
 counts and throughput.
 
-Malformed records (bad JSON, missing fields, wrong types) are reported with their line number and
-skipped, or with ``--on-error fail`` stop the run with exit code 2. Output goes to ``OUT.partial`` and
-is renamed to ``OUT`` only when the run completes, so ``OUT`` is never half written; after a failure
-``OUT.partial`` holds every record scored before the bad one.
+Malformed records (bad JSON, missing fields, wrong types, and inputs the verifier cannot judge: those
+its optional ``validate(VerifyInput)`` refuses with ``ValueError``, such as a problem that is not
+``Q:...`` for ``embedded-rule``) are reported with their line number and skipped, or with
+``--on-error fail`` stop the run with exit code 2. Output goes to ``OUT.partial`` and is renamed to
+``OUT`` only when the run completes, so ``OUT`` is never half written; after a failure ``OUT.partial``
+holds every record scored before the bad one.
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ def parse_record(record: dict[str, Any], line_no: int, split_rule: SplitRule = "
         if isinstance(label, bool) or not isinstance(label, int):
             raise ValueError("'label' must be an integer")
         if not -1 <= label < len(steps):
-            raise ValueError(f"'label' {label} is out of range for {len(steps)} steps")
+            # Not the value itself when huge: str() of an int over 4300 digits raises its own ValueError.
+            shown = label if abs(label) < 10**12 else "(a huge integer)"
+            raise ValueError(f"'label' {shown} is out of range for {len(steps)} steps")
     item_id = record.get("id", line_no)
     if item_id is None:
         item_id = line_no
@@ -178,6 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 labels.append(out["label"])
         batch.clear()
 
+    # A verifier's own check of an input, run per record so that an input it cannot judge is reported
+    # with its line like any malformed record; raised inside verify_batch it stopped the run with a
+    # traceback (embedded-rule on a problem that is not Q:...).
+    validate = getattr(verifier, "validate", None)
     failure: RecordError | None = None
     with writer:
         try:
@@ -185,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for line_no, record in tqdm(records, desc="scoring", unit="rec", disable=None):
                 try:
                     item = parse_record(record, line_no, args.split_rule)
+                    if validate is not None:
+                        validate(item.input)
                 except ValueError as exc:
                     report_record_error(RecordError(args.input, line_no, str(exc)), args.on_error, warn)
                     continue

@@ -114,7 +114,9 @@ _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 _SUPERSCRIPT_RE = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+")
 _VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅖": "2/5"}
 _VULGAR |= {"⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅛": "1/8", "⅜": "3/8", "⅝": "5/8", "⅞": "7/8"}
-_VULGAR_RE = re.compile(r"(\d+ ?)?([" + "".join(_VULGAR) + "])")
+# The whole-number part may only start where a digit run starts: without the lookbehind every digit of a
+# long run retried the run to its end, quadratic time (20,000 digits and one non-ASCII char: 7 s).
+_VULGAR_RE = re.compile(r"((?<!\d)\d+ ?)?([" + "".join(_VULGAR) + "])")
 # "3 x 4", "3x4", "0.2 x 50": x between numbers is multiplication; "2x + 3" keeps its variable.
 _TIMES_X_RE = re.compile(r"(?<=[\d)%])[ \t]*[xX][ \t]*(?=[\d(.])")
 _ANNOTATION_RE = re.compile(r"<<([^<>\n]{1,400})>>")
@@ -194,8 +196,12 @@ class _Token:
     index: int  # position in the token list
 
 
+# A thousands-grouped number has at most MAX_NUMBER_DIGITS digits (a longer one is refused anyway), so its
+# groups are capped: uncapped, each group of a long "1,234,234,..." chain rescanned the chain to its end,
+# quadratic time (a 20,000-character step: over 1 s).
+_MAX_GROUPS = MAX_NUMBER_DIGITS // 3
 _TOKEN_RE = re.compile(
-    r"(?P<num>(?:\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d+)(?:\.\d+)?%?|\.\d+%?)"
+    rf"(?P<num>(?:\d{{1,3}}(?:,\d{{3}}){{1,{_MAX_GROUPS}}}(?!\d|,\d)|\d+)(?:\.\d+)?%?|\.\d+%?)"
     r"|(?P<op>\*\*|[-+*/^])"
     r"|(?P<lp>\()|(?P<rp>\))"
     r"|(?P<eq>(?<![=<>!:])=(?![=>]))"
@@ -455,6 +461,10 @@ def evaluate(expression: str) -> Fraction:
     Raises :class:`Uncheckable` for anything else or anything beyond the ``MAX_*`` bounds, and
     ``ZeroDivisionError`` on division by zero.
     """
+    # Refused before normalising, like a step past MAX_STEP_CHARS: normalising costs time in the length
+    # of the text, and no text this long normalises to an expression short enough to evaluate.
+    if len(expression) > MAX_STEP_CHARS:
+        raise Uncheckable("expression too long")
     s = normalise_math_text(expression)
     if len(s) > MAX_EXPR_CHARS:
         raise Uncheckable("expression too long")
@@ -900,12 +910,21 @@ class ArithmeticRuleVerifier:
 
 
 def final_answer(steps: Sequence[str]) -> str | None:
-    """The solution's final answer: the first answer found searching from the last step backwards."""
+    """The solution's final answer: :func:`extract_answer` of its steps read as one text, so the answer
+    marker written last wins wherever it is, and beats a number a later step merely mentions.
+
+    Read are the tail of each step (``ANSWER_SEARCH_CHARS``), calculator annotations dropped, and of
+    the whole solution its last ``MAX_SOLUTION_CHARS``.
+    """
+    tails: list[str] = []
+    budget = MAX_SOLUTION_CHARS
     for step in reversed(steps):
-        found = extract_answer(_ANNOTATION_RE.sub("", step[-ANSWER_SEARCH_CHARS:]), "auto")
-        if found is not None:
-            return found
-    return None
+        if budget <= 0:
+            break
+        tail = step[-min(ANSWER_SEARCH_CHARS, budget) :]
+        tails.append(_ANNOTATION_RE.sub("", tail))
+        budget -= len(tail)
+    return extract_answer("\n".join(reversed(tails)), "auto")
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from selfverify.tasks import check_solution, parse_problem
+from selfverify.tasks import check_solution, parse_problem, split_steps
 from verifiers.base import Verdict, VerifyInput
 
 
@@ -16,7 +16,18 @@ class EmbeddedRuleVerifier:
     def verify_batch(self, items: Sequence[VerifyInput]) -> list[Verdict]:
         return [self.verify(item) for item in items]
 
+    def validate(self, item: VerifyInput) -> None:
+        """Raise ``ValueError`` for an input this checker cannot judge: a problem that is not ``Q:...``
+        (:func:`~selfverify.tasks.parse_problem`), or a step that is blank or spans lines (the checker
+        labels lines, so its labels would not line up with the steps). The scoring CLI calls it per
+        record, so such a record is reported with its line instead of stopping the run."""
+        parse_problem(item.problem)
+        for i, step in enumerate(item.steps):
+            if len(split_steps(step)) != 1:
+                raise ValueError(f"step {i + 1} must be one non-empty line for the embedded checker")
+
     def verify(self, item: VerifyInput) -> Verdict:
+        self.validate(item)
         problem = parse_problem(item.problem)
         check = check_solution(problem, "\n".join(item.steps))
         wrong = [i for i, ok in enumerate(check.step_correct) if not ok]

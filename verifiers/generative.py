@@ -157,8 +157,11 @@ def analysis_text(
     n = len(steps)
     expected = expected_lines(problem, n) if expected is None else expected
     last = earliest_error if earliest_error >= 0 else n - 1
+    # The expected step is quoted like the claim: the checker reads steps of up to 41 characters (three
+    # signed 12-digit numbers), one more than a field of a line holds; unquoted, the faithful analysis of
+    # Q:-400000000000+-400000000000 did not parse.
     marks = [
-        f"{expected[i]} {claimed_result(steps[i])} {'-' if i == earliest_error else '+'}"
+        f"{quoted(expected[i])} {claimed_result(steps[i])} {'-' if i == earliest_error else '+'}"
         for i in range(min(last + 1, n))
     ]
     return "\n".join([*marks, f"S:{format_score(score)}"])

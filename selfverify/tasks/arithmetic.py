@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 MAX_DIGITS = 12  # bounds every number the checker reads, so untrusted text can't cost big-int work
+# Bounds a parsed problem: its true answer is big-int work that grows with the square of the number of
+# operations (Q:1*9*9*... with 100,000 of them took 6 s to check); real problems have a handful.
+MAX_OPS = 1000
 _NUM = rf"-?\d{{1,{MAX_DIGITS}}}"
 STEP_RE = re.compile(rf"^({_NUM})([+\-*])({_NUM})=({_NUM})$")
 ANSWER_RE = re.compile(rf"^A:({_NUM})$")
@@ -130,7 +133,10 @@ def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[st
         if rng.random() < 0.5:
             acc += rng.choice(_OFFSETS[1:-1])  # the carried value miscopied
         else:
-            b = rng.choice([x for x in range(max(b - 3, 0), b + 4) if x != b])  # the problem's number misread
+            # The problem's number misread: a nearby one, not negative when it is not. A negative operand
+            # (parse_problem reads them) left no candidate at all (IndexError) below -3.
+            low = max(b - 3, 0) if b >= 0 else b - 3
+            b = rng.choice([x for x in range(low, b + 4) if x != b])
         wrong = OPS[op](acc, b)
         step = f"{acc}{op}{b}={wrong}"
     else:
@@ -228,7 +234,8 @@ _OP_RE = re.compile(rf"([+\-*])({_NUM})")
 
 
 def parse_problem(text: str) -> Problem:
-    """Inverse of ``Problem.prompt`` (accepts it with or without the ``Q:`` framing)."""
+    """Inverse of ``Problem.prompt`` (accepts it with or without the ``Q:`` framing); raises ``ValueError``
+    for other text or more than ``MAX_OPS`` operations."""
     t = text.strip()
     if not t.startswith("Q:"):
         t = "Q:" + t
@@ -236,4 +243,6 @@ def parse_problem(text: str) -> Problem:
     if m is None:
         raise ValueError(f"not an embedded arithmetic problem: {text[:80]!r}")
     ops = tuple((op, int(b)) for op, b in _OP_RE.findall(m.group(2)))
+    if len(ops) > MAX_OPS:
+        raise ValueError(f"an embedded arithmetic problem has at most {MAX_OPS} operations, not {len(ops)}")
     return Problem(int(m.group(1)), ops)
