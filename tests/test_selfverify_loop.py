@@ -44,6 +44,9 @@ def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides
         err, corr = r["verifier_acc_err"], r["verifier_acc_corr"]
         if err is not None and corr is not None:
             assert r["verifier_f1"] == pytest.approx(2 * err * corr / (err + corr) if err + corr else 0.0)
+        faithful, unfaithful = r["meta_accuracy_faithful"], r["meta_accuracy_unfaithful"]
+        if faithful is not None and unfaithful is not None:
+            assert r["meta_balanced_accuracy"] == pytest.approx((faithful + unfaithful) / 2)
     phases = {r["phase"] for r in read_metrics(tmp_path / "run")}
     assert {"sft", "judge_sft", "verifier_rl", "meta_rl", "rl", "round"} <= phases
     assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000
