@@ -192,6 +192,10 @@ def _describe(err: OmegaConfBaseException) -> str:
     return f"config key '{key}': {msg}" if key else msg
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    return getattr(err, "problem", None) or next(iter(str(err).splitlines()), type(err).__name__)
+
+
 def _read_yaml(path: Path, what: str) -> DictConfig:
     """A YAML mapping from ``path``; bad YAML, bad encoding or a non-mapping raise ConfigError."""
     try:
@@ -199,8 +203,7 @@ def _read_yaml(path: Path, what: str) -> DictConfig:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{what} {path}{where}: not valid YAML: {problem}") from None
+        raise ConfigError(f"{what} {path}{where}: not valid YAML: {_yaml_problem(err)}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {path}: not UTF-8 text") from None
     except OSError as err:  # OmegaConf's word for a top-level scalar or list, or an unreadable file
@@ -220,10 +223,10 @@ def _read_override(item: str) -> DictConfig:
     try:
         return OmegaConf.from_dotlist([item])
     except yaml.YAMLError as err:
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"config key '{key}': value is not valid YAML: {problem}") from None
+        raise ConfigError(f"config key '{key}': value is not valid YAML: {_yaml_problem(err)}") from None
     except (OmegaConfBaseException, ValueError) as err:
-        raise ConfigError(f"override {item!r}: {str(err).splitlines()[0]}") from None
+        problem = next(iter(str(err).splitlines()), type(err).__name__)
+        raise ConfigError(f"override {item!r}: {problem}") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from selfverify.algos.utils import masked_whiten
+from selfverify.algos.utils import group_min_max, masked_whiten
 
 AdvantageFn = Callable[..., tuple[Tensor, Tensor]]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
@@ -55,8 +55,7 @@ def _group_stats(values: Tensor, group_index: Tensor, num_groups: int) -> tuple[
     zeros = values.new_zeros(num_groups)
     counts = zeros.index_add(0, group_index, torch.ones_like(values))
     mean = (zeros.index_add(0, group_index, values) / counts)[group_index]
-    low = zeros.scatter_reduce(0, group_index, values, "amin", include_self=False)
-    high = zeros.scatter_reduce(0, group_index, values, "amax", include_self=False)
+    low, high = group_min_max(values, group_index, num_groups)
     deviation = torch.where((low == high)[group_index], 0.0, values - mean)
     n = counts[group_index]
     # Two passes (mean, then squared deviations) for numerical stability.

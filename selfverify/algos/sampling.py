@@ -9,14 +9,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from selfverify.algos.utils import group_min_max
+
 
 def _group_min_max(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-group minimum and maximum of ``scores``, and each response's dense group index."""
     _, group_index = torch.unique(group_ids, return_inverse=True)
     scores = scores if scores.is_floating_point() else scores.float()
-    empty = scores.new_zeros(int(group_index.max()) + 1)
-    group_min = empty.scatter_reduce(0, group_index, scores, "amin", include_self=False)
-    group_max = empty.scatter_reduce(0, group_index, scores, "amax", include_self=False)
+    group_min, group_max = group_min_max(scores, group_index, int(group_index.max()) + 1)
     return group_min, group_max, group_index
 
 

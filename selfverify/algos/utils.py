@@ -32,6 +32,16 @@ def masked_var(x: Tensor, mask: Tensor, unbiased: bool = True) -> Tensor:
     return var
 
 
+def group_min_max(values: Tensor, group_index: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
+    """Per-group minimum and maximum of ``values`` ([num_groups] each); ``group_index`` holds each
+    element's dense group id in [0, num_groups)."""
+    empty = values.new_zeros(num_groups)
+    return (
+        empty.scatter_reduce(0, group_index, values, "amin", include_self=False),
+        empty.scatter_reduce(0, group_index, values, "amax", include_self=False),
+    )
+
+
 def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True) -> Tensor:
     """Normalise ``x`` to unit variance over the masked positions; zero outside the mask.
 
