@@ -858,9 +858,9 @@ class ArithmeticRuleVerifier:
     step score = 1.0 when every checkable claim of the step holds (or it has none), else 0.0.
     earliest_error = first step scored 0, -1 if none. Overall score: 0 when a step is wrong; else,
     with a reference ``answer``, 1 if the final answer of the solution (the value it states last, see
-    :func:`final_answer`) equals it, else 0; with no reference
-    answer, 1. ``analysis`` lists each wrong claim ("Step 3: 48/2 = 25 is wrong (48/2 = 24).", steps
-    numbered from 1) and an answer mismatch. ``extra`` counts claims (``claims_checked``,
+    :func:`final_answer`) equals it, else 0; with no reference answer, 1. ``analysis`` lists each
+    wrong claim ("Step 3: 48/2 = 25 is wrong (48/2 = 24).", steps numbered from 1) and an answer
+    mismatch. ``extra`` counts claims (``claims_checked``,
     ``claims_wrong``, ``claims_unchecked``), steps read only in part (``steps_truncated``, past
     ``MAX_STEP_CHARS`` or ``MAX_SOLUTION_CHARS``), and with a reference answer has
     ``predicted_answer`` and ``answer_correct``.

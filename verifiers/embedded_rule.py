@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from selfverify.tasks import check_solution, parse_problem, split_steps
+from selfverify.tasks import Problem, check_solution, parse_problem, split_steps
 from verifiers.base import Verdict, VerifyInput
 
 
@@ -21,14 +21,18 @@ class EmbeddedRuleVerifier:
         (:func:`~selfverify.tasks.parse_problem`), or a step that is blank or spans lines (the checker
         labels lines, so its labels would not line up with the steps). The scoring CLI calls it per
         record, so such a record is reported with its line instead of stopping the run."""
-        parse_problem(item.problem)
+        self._problem(item)
+
+    def _problem(self, item: VerifyInput) -> Problem:
+        """The parsed problem of a valid input (see :meth:`validate`)."""
+        problem = parse_problem(item.problem)
         for i, step in enumerate(item.steps):
             if len(split_steps(step)) != 1:
                 raise ValueError(f"step {i + 1} must be one non-empty line for the embedded checker")
+        return problem
 
     def verify(self, item: VerifyInput) -> Verdict:
-        self.validate(item)
-        problem = parse_problem(item.problem)
+        problem = self._problem(item)
         check = check_solution(problem, "\n".join(item.steps))
         wrong = [i for i, ok in enumerate(check.step_correct) if not ok]
         ok = check.correct and check.all_steps_valid

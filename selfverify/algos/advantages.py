@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from selfverify.algos.utils import group_min_max, masked_whiten
+from selfverify.algos.utils import dense_group_index, group_min_max, masked_whiten
 
 AdvantageFn = Callable[..., tuple[Tensor, Tensor]]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
@@ -64,8 +64,7 @@ def _group_stats(values: Tensor, group_index: Tensor, num_groups: int) -> tuple[
 
 
 def _scalar_group_stats(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    _, group_index = torch.unique(group_ids, return_inverse=True)
-    return _group_stats(scores, group_index, int(group_index.max()) + 1)
+    return _group_stats(scores, *dense_group_index(group_ids))
 
 
 def _broadcast(seq_advantages: Tensor, response_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -229,10 +228,10 @@ def grpo_process_advantages(
     Tokens after the last step's end get 0; a group whose step rewards are all equal gets exactly 0.
     """
     valid = step_mask.bool()
-    _, group_index = torch.unique(group_ids, return_inverse=True)
+    group_index, num_groups = dense_group_index(group_ids)
     step_group = group_index.unsqueeze(-1).expand_as(step_end)[valid]
     rewards = _as_float(step_rewards)[valid]
-    deviation, std, _ = _group_stats(rewards, step_group, int(group_index.max()) + 1)
+    deviation, std, _ = _group_stats(rewards, step_group, num_groups)
     normalised = torch.zeros_like(_as_float(step_rewards))
     normalised[valid] = deviation / (std + eps)
     # Sum over steps ending at or after t = reverse cumulative sum of the rewards placed on end tokens.

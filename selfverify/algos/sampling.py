@@ -6,18 +6,16 @@ batch; Dynamic Sampling drops them and samples more prompts until the batch is f
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from selfverify.algos.utils import group_min_max
+from selfverify.algos.utils import dense_group_index, group_min_max
 
 
 def _group_min_max(scores: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-group minimum and maximum of ``scores``, and each response's dense group index."""
-    _, group_index = torch.unique(group_ids, return_inverse=True)
+    group_index, num_groups = dense_group_index(group_ids)
     scores = scores if scores.is_floating_point() else scores.float()
-    group_min, group_max = group_min_max(scores, group_index, int(group_index.max()) + 1)
-    return group_min, group_max, group_index
+    return *group_min_max(scores, group_index, num_groups), group_index
 
 
 def group_has_variance(scores: Tensor, group_ids: Tensor) -> Tensor:

@@ -32,6 +32,12 @@ def masked_var(x: Tensor, mask: Tensor, unbiased: bool = True) -> Tensor:
     return var
 
 
+def dense_group_index(group_ids: Tensor) -> tuple[Tensor, int]:
+    """Each element's group as a dense id in [0, num_groups), and num_groups (ids may be any integers)."""
+    _, group_index = torch.unique(group_ids, return_inverse=True)
+    return group_index, int(group_index.max()) + 1
+
+
 def group_min_max(values: Tensor, group_index: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
     """Per-group minimum and maximum of ``values`` ([num_groups] each); ``group_index`` holds each
     element's dense group id in [0, num_groups)."""
