@@ -30,7 +30,7 @@ class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written (disk full, read-only); the previous one is left as it was."""
 
 
-def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """Run ``write(tmp)`` into a fresh sibling directory, then swap it in for ``path``.
 
     A failed write (a full disk, a read-only directory) removes the partial copy, so it holds no space,
@@ -67,7 +67,7 @@ def save_checkpoint(
         if state is not None:
             torch.save(state, tmp / STATE_FILE)
 
-    _write_atomically(path, write)
+    write_atomically(path, write)
 
 
 def _swap_in(tmp: Path, path: Path) -> None:
@@ -110,7 +110,7 @@ def save_bundle(
             save_pretrained(model, tokenizer, tmp / name)
         torch.save(state, tmp / STATE_FILE)
 
-    _write_atomically(path, write)
+    write_atomically(path, write)
 
 
 def load_bundle(
