@@ -135,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         "default: the verifier's own decision",
     )
     parser.add_argument("--batch-size", type=int, default=32, help="records per verify_batch call")
+    parser.add_argument("--device", help="device of a model verifier (cpu, cuda, cuda:1); default: its own")
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        help="weights of a public PRM (math-shepherd:, qwen-prm:)",
+    )
     return parser
 
 
@@ -147,10 +153,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.input.is_file():
         print(f"error: no such input file: {args.input}", file=sys.stderr)
         return EXIT_FAILED
+    options = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v is not None}
     try:
-        verifier = load_verifier(args.verifier)
+        verifier = load_verifier(args.verifier, **options)
     except (VerifierSpecError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except TypeError as exc:  # a loader without a device or dtype option
+        if not options:
+            raise
+        print(f"error: verifier {args.verifier!r} does not take {', '.join(options)}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 
     skipped = 0

@@ -49,3 +49,20 @@ def earliest_error_from_scores(step_scores: Sequence[float], threshold: float = 
         if s < threshold:
             return i
     return -1
+
+
+def threshold_verdict(step_scores: list[float], threshold: float) -> Verdict:
+    """The verdict of a scalar step scorer: wrong from the first step below ``threshold``; score 1 or 0.
+
+    A solution with no steps scores 0 (nothing was shown)."""
+    if not step_scores:
+        return Verdict([], -1, 0.0, "No steps to score.")
+    earliest = earliest_error_from_scores(step_scores, threshold)
+    if earliest == -1:
+        analysis = f"All {len(step_scores)} steps judged correct (lowest step score {min(step_scores):.2f})."
+    else:
+        analysis = (
+            f"Step {earliest + 1} is the first judged wrong "
+            f"(score {step_scores[earliest]:.2f} < threshold {threshold:.2f})."
+        )
+    return Verdict(step_scores, earliest, 1.0 if earliest == -1 else 0.0, analysis)

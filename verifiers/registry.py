@@ -7,6 +7,9 @@ Two tables, both open for registration:
 - ``CHECKPOINT_LOADERS``: checkpoint kind -> ``loader(path, **kwargs) -> Verifier``. A checkpoint is
   a directory holding ``verifier.json`` with at least ``{"kind": "prm" | "generative" | ...}``; its kind
   picks the loader. Add loaders with :func:`register_checkpoint_loader`.
+- ``PREFIX_LOADERS``: prefix -> ``loader(source, **kwargs) -> Verifier`` for specs ``prefix:source``
+  (built-in: ``math-shepherd:`` and ``qwen-prm:``, public step-level PRMs from a local directory or a
+  hub name, see ``verifiers.step_prm``). Add more with :func:`register_prefix`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ VERIFIER_LOADERS: dict[str, VerifierLoader] = {
     "embedded-rule": EmbeddedRuleVerifier,
 }
 CHECKPOINT_LOADERS: dict[str, CheckpointLoader] = {}
+PREFIX_LOADERS: dict[str, VerifierLoader] = {}  # prefix -> (source: str, **kwargs) -> Verifier
 
 
 class VerifierSpecError(ValueError):
@@ -48,17 +52,34 @@ def register_checkpoint_loader(kind: str, loader: CheckpointLoader, *, replace: 
     CHECKPOINT_LOADERS[kind] = loader
 
 
+def register_prefix(prefix: str, loader: VerifierLoader, *, replace: bool = False) -> None:
+    """Make ``load_verifier(f"{prefix}:{source}", **kwargs)`` return ``loader(source, **kwargs)``."""
+    if prefix in PREFIX_LOADERS and not replace:
+        raise ValueError(f"verifier prefix {prefix!r} is already registered")
+    PREFIX_LOADERS[prefix] = loader
+
+
 def _known(names: dict[str, object]) -> str:
     return ", ".join(sorted(names)) or "none registered"
 
 
 def load_verifier(spec: str, **kwargs: object) -> Verifier:
-    """The verifier named by ``spec``: a registered name, or a checkpoint directory (or its manifest).
+    """The verifier named by ``spec``: a registered name, ``prefix:source`` with a registered prefix, or
+    a checkpoint directory (or its manifest).
 
-    Raises :class:`VerifierSpecError` with the known names or kinds when ``spec`` matches nothing.
+    Raises :class:`VerifierSpecError` with the known names or kinds when ``spec`` matches nothing, and
+    one naming ``spec`` when a prefix loader cannot load its source.
     """
     if spec in VERIFIER_LOADERS:
         return VERIFIER_LOADERS[spec](**kwargs)
+    prefix, colon, source = spec.partition(":")
+    if colon and prefix in PREFIX_LOADERS:
+        if not source:
+            raise VerifierSpecError(f"verifier {spec!r}: expected {prefix}:<directory or hub name>")
+        try:
+            return PREFIX_LOADERS[prefix](source, **kwargs)
+        except VerifierSpecError as exc:
+            raise VerifierSpecError(f"verifier {spec!r}: {exc}") from None
     path = Path(spec)
     if path.is_file() and path.name == CHECKPOINT_MANIFEST:
         path = path.parent
@@ -102,3 +123,19 @@ def _load_generative(path: Path, **kwargs: object) -> Verifier:
 
 
 register_checkpoint_loader("generative", _load_generative)
+
+
+def _load_math_shepherd(source: str, **kwargs: object) -> Verifier:
+    from verifiers.step_prm import MathShepherdPRM
+
+    return MathShepherdPRM.from_pretrained(source, **kwargs)  # type: ignore[arg-type]
+
+
+def _load_qwen_prm(source: str, **kwargs: object) -> Verifier:
+    from verifiers.step_prm import QwenPRM
+
+    return QwenPRM.from_pretrained(source, **kwargs)  # type: ignore[arg-type]
+
+
+register_prefix("math-shepherd", _load_math_shepherd)
+register_prefix("qwen-prm", _load_qwen_prm)
