@@ -18,11 +18,11 @@ from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.critic import ValueModel
 from selfverify.evaluate import evaluate_generator
-from selfverify.models import build_char_tokenizer, build_model, load_pretrained
+from selfverify.models import chat_prompter, load_model, load_pretrained
 from selfverify.rewards import outcome_rewards
 from selfverify.rl import Learner, rl_step, uses_critic, value_pretrain_step
 from selfverify.rollout import encode_by_length
-from selfverify.tasks import check_solution, heldout_split, train_problems
+from selfverify.tasks import make_task
 from selfverify.tracking import Tracker
 from selfverify.trainer import make_optimizer, sft_step
 
@@ -33,19 +33,19 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     ckpt = run_dir / "checkpoints"
     recover(ckpt / "latest")
     if (ckpt / "latest").exists():
-        model, tok, state = load_checkpoint(ckpt / "latest")
+        model, tok, state = load_checkpoint(ckpt / "latest", cfg.model)
     else:
-        tok = build_char_tokenizer()
-        model = build_model(cfg.model, tok, cfg.seed)
+        model, tok = load_model(cfg.model, cfg.seed)
         state = {"phase": "sft", "step": 0, "lines": 0, "figures": {}, "wall": 0.0}
     tracker = Tracker(run_dir, cfg, keep=state["lines"])
-    heldout = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)
+    task = make_task(cfg.task, chat_prompter(tok, cfg.model))
+    heldout = task.heldout(cfg.task.n_heldout, cfg.seed)
     exclude = set(heldout)
     figures: dict[str, Any] = state["figures"]
 
     def evaluate() -> dict[str, float]:
         return evaluate_generator(
-            model, tok, heldout, max_new_tokens=cfg.rl.max_new_tokens, batch_size=cfg.eval_batch_size
+            model, tok, task, heldout, max_new_tokens=cfg.rl.max_new_tokens, batch_size=cfg.eval_batch_size
         )
 
     def checkpoint(
@@ -65,7 +65,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     # Phase 1: cold start (SFT on reference solutions), or a given cold-started policy.
     if state["phase"] == "sft":
         if cfg.init_from is not None:
-            model, tok = load_pretrained(cfg.init_from)
+            model, tok = load_pretrained(cfg.init_from, cfg.model)
         else:
             opt, sched = make_optimizer(
                 model, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
@@ -75,7 +75,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 sched.load_state_dict(state["scheduler"])
             bar = tqdm(range(state["step"], cfg.sft.steps), desc="cold start (SFT)", disable=not progress)
             for step in bar:
-                batch = encode_by_length(tok, *demonstrations(cfg, step, exclude))
+                batch = encode_by_length(tok, *demonstrations(cfg, task, step, exclude))
                 m = sft_step(model, opt, sched, batch)
                 tracker.log("sft", step + 1, m)
                 bar.set_postfix(loss=f"{m['loss']:.3f}")
@@ -96,7 +96,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         opt, sched = make_optimizer(model, rl.lr, warmup_steps=rl.warmup_steps)
         learner = Learner(model, opt, sched)
         if rl.kl_coef > 0:
-            learner.ref, _ = load_pretrained(ckpt / "cold_start")
+            learner.ref, _ = load_pretrained(ckpt / "cold_start", cfg.model)
         if uses_critic(rl):
             critic_dir = ckpt / "latest" / "critic"
             learner.critic = (
@@ -111,13 +111,12 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
 
         def reward_fn(problems: list, rollout) -> tuple[torch.Tensor, torch.Tensor]:
             rewards = outcome_rewards(
-                [check_solution(p, t) for p, t in zip(problems, rollout.texts, strict=True)]
+                [task.check(p, t) for p, t in zip(problems, rollout.texts, strict=True)]
             )
             return rewards, rewards > 0
 
         def source_for(tag: str):
-            return lambda r: train_problems(
-                cfg.task,
+            return lambda r: task.train_problems(
                 rl.prompts_per_step,
                 seed=cfg.seed,
                 tag=tag if r == 0 else f"{tag}-r{r}",

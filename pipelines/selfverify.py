@@ -36,7 +36,7 @@ from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.critic import ValueModel
 from selfverify.evaluate import evaluate_generator
-from selfverify.models import build_char_tokenizer, build_model, load_pretrained
+from selfverify.models import chat_prompter, load_model, load_pretrained
 from selfverify.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
@@ -55,26 +55,17 @@ from selfverify.rl import (
     value_pretrain_step,
 )
 from selfverify.rollout import Rollout, encode_by_length, line_end_tokens, sample_texts
-from selfverify.tasks import Problem, check_solution, heldout_split, split_steps, train_problems
-from selfverify.tasks.arithmetic import synthetic_solution
+from selfverify.tasks import Task, make_task
+from selfverify.tasks.base import TaskProblem as Problem
 from selfverify.tracking import Tracker
 from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
-    FORMAT_VERSION,
     GenerativeVerifier,
+    JudgeFormat,
     MetaVerifier,
-    meta_label,
-    meta_prompt,
-    meta_reference,
-    parse_analysis,
-    parse_meta,
-    reference_analysis,
-    require_format,
+    make_format,
+    require_version,
     scaled_verification_label,
-    split_self_evaluation,
-    true_score,
-    unfaithful_analysis,
-    verifier_prompt,
 )
 from verifiers.metrics import processbench_metrics
 
@@ -83,35 +74,43 @@ UNPARSED = -2  # the earliest-error prediction of an unparsable analysis in the 
 
 @dataclass(frozen=True)
 class Labelled:
-    """A generator sample with a verifier-training label: the analysis to imitate and its score."""
+    """A generator sample with a verifier-training label: the analysis to imitate and its score, and
+    the verifier prompt a rollout continues."""
 
     problem: Problem
     steps: tuple[str, ...]
     analysis: str
     score: float
-
-    @property
-    def prompt(self) -> str:  # what a verifier rollout continues
-        return verifier_prompt(self.problem.prompt, self.steps)
+    prompt: str
 
 
 @dataclass(frozen=True)
 class MetaItem:
-    """An analysis of a sample with its meta label (is it faithful?)."""
+    """An analysis of a sample with its meta label (is it faithful?) and the meta-verifier prompt."""
 
     problem: Problem
     steps: tuple[str, ...]
     analysis: str
     label: float
-
-    @property
-    def prompt(self) -> str:
-        return meta_prompt(self.problem.prompt, self.steps, self.analysis)
+    prompt: str
 
 
-def solution_part(cfg: Config, text: str) -> str:
+@dataclass(frozen=True)
+class World:
+    """The task and the judge format one run uses (what the loop's helpers need to know of them)."""
+
+    task: Task
+    fmt: JudgeFormat
+
+
+def solution_part(cfg: Config, world: World, text: str) -> str:
     """The solution Y of a response (without the self-evaluation under ``self_verify``)."""
-    return split_self_evaluation(text)[0] if cfg.reward.mode == "self_verify" else text
+    return world.fmt.split_self_evaluation(text)[0] if cfg.reward.mode == "self_verify" else text
+
+
+def judge_format_name(cfg: Config) -> str:
+    """``loop.judge_format``, or by task: compact for the embedded world, prose for natural language."""
+    return cfg.loop.judge_format or ("compact" if cfg.task.name == "embedded" else "prose")
 
 
 def generator_tokens(cfg: Config) -> int:
@@ -121,7 +120,7 @@ def generator_tokens(cfg: Config) -> int:
 
 
 def generate_samples(
-    cfg: Config, generator: torch.nn.Module, tok: Any, problems: Sequence[Problem], seed: int
+    cfg: Config, world: World, generator: torch.nn.Module, tok: Any, problems: Sequence[Problem], seed: int
 ) -> list[tuple[str, ...]]:
     """One temperature-1 sample per problem, as solution steps (batched)."""
     texts = sample_texts(
@@ -132,17 +131,24 @@ def generate_samples(
         batch_size=cfg.eval_batch_size,
         seed=seed,
     )
-    return [tuple(split_steps(solution_part(cfg, t))) for t in texts]
+    return [tuple(world.task.split_steps(solution_part(cfg, world, t))) for t in texts]
 
 
-def meta_item(problem: Problem, steps: tuple[str, ...], analysis: str) -> MetaItem:
+def meta_item(world: World, problem: Problem, steps: tuple[str, ...], analysis: str) -> MetaItem:
     """An analysis of a solution with its ground-truth meta label."""
-    return MetaItem(problem, steps, analysis, meta_reference(problem, steps, analysis)[1])
+    label = world.fmt.meta_reference(problem, steps, analysis)[1]
+    return MetaItem(problem, steps, analysis, label, world.fmt.meta_prompt(problem.text, steps, analysis))
 
 
-def truth_labelled(problem: Problem, steps: Sequence[str]) -> Labelled:
-    check = check_solution(problem, "\n".join(steps))
-    return Labelled(problem, tuple(steps), reference_analysis(problem, steps), true_score(problem, check))
+def labelled(world: World, problem: Problem, steps: Sequence[str], analysis: str, score: float) -> Labelled:
+    prompt = world.fmt.verifier_prompt(problem.text, steps)
+    return Labelled(problem, tuple(steps), analysis, score, prompt)
+
+
+def truth_labelled(world: World, problem: Problem, steps: Sequence[str]) -> Labelled:
+    check = world.task.check(problem, "\n".join(steps))
+    analysis = world.fmt.reference_analysis(problem, steps)
+    return labelled(world, problem, steps, analysis, world.task.true_score(problem, check))
 
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
@@ -150,27 +156,33 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     clock = [time.time()]  # wall time not yet added to state["wall"]
     lc, ckpt = cfg.loop, run_dir / "checkpoints"
     recover(ckpt / "latest")
-    tok = build_char_tokenizer()
+    fmt_name = judge_format_name(cfg)
     if (ckpt / "latest").exists():
-        models, tok, state = load_bundle(ckpt / "latest")
-        require_format(state.get("format_version"), str(ckpt / "latest"))
+        models, tok, state = load_bundle(ckpt / "latest", cfg.model)
+        require_version(make_format(fmt_name), state["judge_format"], str(ckpt / "latest"))
     elif cfg.init_from is not None and (Path(cfg.init_from) / "judge").is_dir():
         # A loop's cold start (a run with loop.rounds=0): generator, judge and seed pool, so the
         # rounds start at once. Studies share one per seed across reward modes.
-        models, tok, state = load_bundle(Path(cfg.init_from))
-        require_format(state.get("format_version"), str(cfg.init_from))
+        models, tok, state = load_bundle(Path(cfg.init_from), cfg.model)
+        require_version(make_format(fmt_name), state["judge_format"], str(cfg.init_from))
         if (state["phase"], state["round"]) != ("verifier", 0):
             raise CheckpointError(
                 f"init_from={cfg.init_from}: not a checkpoint taken right after the judge cold start"
             )
         state.update(lines=0, rounds=[], wall=0.0, phase_seconds={})
     else:
-        models = {"generator": build_model(cfg.model, tok, cfg.seed)}
+        generator, tok = load_model(cfg.model, cfg.seed)
+        models = {"generator": generator}
         state = {"phase": "cold_start", "round": 0, "lines": 0, "figures": {}, "rounds": [], "wall": 0.0}
-        state["format_version"] = FORMAT_VERSION  # of the judge's analyses: checked when loaded
+        fmt0 = make_format(fmt_name)  # the judge's analyses' format: checked when loaded
+        state["judge_format"] = {"format": fmt0.name, "format_version": fmt0.version}
         state["auto"] = []  # the latest round's auto-labelled verifier data
     tracker = Tracker(run_dir, cfg, keep=state["lines"])
-    heldout = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)
+    prompter = chat_prompter(tok, cfg.model)  # one tokenizer: the judge starts as the generator's copy
+    task = make_task(cfg.task, prompter)
+    world = World(task, make_format(fmt_name, task, prompter))
+    fmt = world.fmt
+    heldout = task.heldout(cfg.task.n_heldout, cfg.seed)
     exclude = set(heldout)
     figures: dict[str, Any] = state["figures"]
     generator = models["generator"]
@@ -188,16 +200,16 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         return evaluate_generator(
             generator,
             tok,
+            task,
             heldout,
             max_new_tokens=generator_tokens(cfg),
             batch_size=cfg.eval_batch_size,
-            solution_of=lambda t: solution_part(cfg, t),
+            solution_of=lambda t: solution_part(cfg, world, t),
         )
 
     def source_for(tag: str) -> ProblemSource:
         """The RL prompts of one step, keyed by tag (and refill round), never held-out ones."""
-        return lambda rr: train_problems(
-            cfg.task,
+        return lambda rr: task.train_problems(
             cfg.rl.prompts_per_step,
             seed=cfg.seed,
             tag=tag if rr == 0 else f"{tag}-r{rr}",
@@ -206,14 +218,18 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
 
     # 1. Generator cold start (or a given cold-started policy: init_from, an HF model directory).
     if state["phase"] == "cold_start" and cfg.init_from is not None:
-        generator, tok = load_pretrained(cfg.init_from)  # its own tokenizer: the model's vocabulary
+        generator, tok = load_pretrained(
+            cfg.init_from, cfg.model
+        )  # its own tokenizer: the model's vocabulary
         models["generator"] = generator
     elif state["phase"] == "cold_start":
         opt, sched = make_optimizer(
             generator, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
         )
         for step in tqdm(range(cfg.sft.steps), desc="generator cold start (SFT)", disable=not progress):
-            m = sft_step(generator, opt, sched, encode_by_length(tok, *demonstrations(cfg, step, exclude)))
+            m = sft_step(
+                generator, opt, sched, encode_by_length(tok, *demonstrations(cfg, task, step, exclude, fmt))
+            )
             tracker.log("sft", step + 1, m)
     if state["phase"] == "cold_start":
         cold = evaluate()
@@ -225,14 +241,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     # One judge model is both the verifier (prompts ending ``#V``) and the meta-verifier (``#M``), as
     # in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis needs the same
     # skill as writing one, and one model trains once.
-    verifier = GenerativeVerifier(models["judge"], tok, max_new_tokens=lc.judge_max_new_tokens)
-    meta = MetaVerifier(models["judge"], tok, max_new_tokens=lc.judge_max_new_tokens)
+    judge_kw = {"max_new_tokens": lc.judge_max_new_tokens, "batch_size": lc.judge_batch_size, "fmt": fmt}
+    verifier = GenerativeVerifier(models["judge"], tok, **judge_kw)
+    meta = MetaVerifier(models["judge"], tok, **judge_kw)
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
-    pool_problems = train_problems(cfg.task, lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
+    pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
     def labelled_pool() -> list[Labelled]:
-        samples = generate_samples(cfg, generator, tok, pool_problems, seed=cfg.seed * 7 + 1)
-        return [truth_labelled(p, s) for p, s in zip(pool_problems, samples, strict=True)]
+        samples = generate_samples(cfg, world, generator, tok, pool_problems, seed=cfg.seed * 7 + 1)
+        return [truth_labelled(world, p, s) for p, s in zip(pool_problems, samples, strict=True)]
 
     def meta_items(items: Sequence[Labelled], seed: int) -> list[MetaItem]:
         """Per labelled sample: the verifier's sampled analysis, the faithful analysis and an unfaithful
@@ -241,8 +258,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         rng = random.Random(seed)
         out = []
         for it, text in zip(items, analyses, strict=True):
-            for analysis in (text.strip(), it.analysis, unfaithful_analysis(it.problem, it.steps, rng)):
-                out.append(meta_item(it.problem, it.steps, analysis))
+            for analysis in (text.strip(), it.analysis, fmt.unfaithful_analysis(it.problem, it.steps, rng)):
+                out.append(meta_item(world, it.problem, it.steps, analysis))
         return out
 
     def judge_sft(
@@ -262,10 +279,10 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         """A faithful or an unfaithful analysis of the solution (even odds) and its faithful
         meta-verification (the judge's own analysis, then the meta label)."""
         if rng.random() < 0.5:
-            analysis = reference_analysis(problem, steps)
+            analysis = fmt.reference_analysis(problem, steps)
         else:
-            analysis = unfaithful_analysis(problem, steps, rng)
-        return meta_prompt(problem.prompt, steps, analysis), meta_reference(problem, steps, analysis)[0]
+            analysis = fmt.unfaithful_analysis(problem, steps, rng)
+        return fmt.meta_prompt(problem.text, steps, analysis), fmt.meta_reference(problem, steps, analysis)[0]
 
     # 2. Judge cold start. Each step's batch: solutions from the labelled pool, and fresh synthetic ones
     # (the reference, or the reference with one injected error: unlimited labelled data, so the judge
@@ -273,7 +290,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     # (its faithful analysis) or a meta-verifier example (a faithful or unfaithful analysis, labelled).
     if state["phase"] == "judges":
         state["pool"] = [(it.problem, it.steps) for it in labelled_pool()]
-    pool = [truth_labelled(p, s) for p, s in state.get("pool", [])]
+    pool = [truth_labelled(world, p, s) for p, s in state.get("pool", [])]
 
     def judge_examples(
         items: Sequence[Labelled], rng: random.Random, meta_source: Sequence[Labelled] | None = None
@@ -293,8 +310,11 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         size = lc.judge_sft_batch_size if size is None else size
         n_syn = round(size * lc.judge_synthetic_fraction)
         tag = f"judge-{state['round']}-{step}"
-        fresh = train_problems(cfg.task, n_syn, seed=cfg.seed, tag=tag, exclude=exclude)
-        items = [truth_labelled(p, synthetic_solution(p, rng, 0.4, lc.judge_error_weights)[1]) for p in fresh]
+        fresh = task.train_problems(n_syn, seed=cfg.seed, tag=tag, exclude=exclude)
+        items = [
+            truth_labelled(world, p, task.synthetic_solution(p, rng, 0.4, lc.judge_error_weights)[1])
+            for p in fresh
+        ]
         items += rng.sample(pool, min(len(pool), size - n_syn))
         return judge_examples(items, rng)
 
@@ -304,9 +324,12 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
 
     # Rewards the judges and the generator are trained with.
     def verifier_reward_fn(items: list[Labelled], rollout: Rollout) -> Scored:
-        verdicts = [parse_analysis(t, len(it.steps)) for it, t in zip(items, rollout.texts, strict=True)]
+        verdicts = [fmt.parse_analysis(t, len(it.steps)) for it, t in zip(items, rollout.texts, strict=True)]
         metas = meta.judge(
-            [meta_prompt(it.problem.prompt, it.steps, t) for it, t in zip(items, rollout.texts, strict=True)]
+            [
+                fmt.meta_prompt(it.problem.text, it.steps, t)
+                for it, t in zip(items, rollout.texts, strict=True)
+            ]
         )
         rewards = [
             verifier_reward(v.parsed, v.score, it.score, ms)
@@ -315,34 +338,34 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         return Scored(torch.tensor(rewards), torch.tensor([r == 1.0 for r in rewards]))
 
     def meta_reward_fn(items: list[MetaItem], rollout: Rollout) -> Scored:
-        judged = [parse_meta(t) for t in rollout.texts]
+        judged = [fmt.parse_meta(t) for t in rollout.texts]
         rewards = [meta_verifier_reward(ok, s, it.label) for it, (s, ok) in zip(items, judged, strict=True)]
         return Scored(torch.tensor(rewards), torch.tensor([r == 1.0 for r in rewards]))
 
     def generator_reward_fn(problems: list[Problem], rollout: Rollout) -> Scored:
         mode = cfg.reward.mode
-        solutions = [split_steps(solution_part(cfg, t)) for t in rollout.texts]
+        solutions = [task.split_steps(solution_part(cfg, world, t)) for t in rollout.texts]
 
         def outcome() -> torch.Tensor:
             return outcome_rewards(
-                [check_solution(p, "\n".join(s)) for p, s in zip(problems, solutions, strict=True)]
+                [task.check(p, "\n".join(s)) for p, s in zip(problems, solutions, strict=True)]
             )
 
         if mode == "outcome":
             rewards = outcome()
             return Scored(rewards, rewards > 0)
-        verdicts = verifier.analyse([p.prompt for p in problems], solutions)
+        verdicts = verifier.analyse([p.text for p in problems], solutions)
         judged_right = torch.tensor([v.score == 1.0 for v in verdicts])
         if mode == "self_verify":
             rewards = []
-            evaluations = [split_self_evaluation(t)[1] for t in rollout.texts]
+            evaluations = [fmt.split_self_evaluation(t)[1] for t in rollout.texts]
             prompts = [
-                meta_prompt(p.prompt, s, z or "")
+                fmt.meta_prompt(p.text, s, z or "")
                 for p, s, z in zip(problems, solutions, evaluations, strict=True)
             ]
             metas = meta.judge(prompts)
             for v, s, z, (ms, _) in zip(verdicts, solutions, evaluations, metas, strict=True):
-                own = parse_analysis(z, len(s)) if z is not None else None
+                own = fmt.parse_analysis(z, len(s)) if z is not None else None
                 formatted = own is not None and own.parsed
                 rewards.append(
                     self_verify_reward(
@@ -446,15 +469,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                     tracker.log("eval", g + 1, evaluate())
             save("scaled")
         if state["phase"] == "scaled":
-            problems = train_problems(
-                cfg.task, lc.scaled_samples, seed=cfg.seed, tag=f"scaled-{r}", exclude=exclude
+            problems = task.train_problems(
+                lc.scaled_samples, seed=cfg.seed, tag=f"scaled-{r}", exclude=exclude
             )
-            samples = generate_samples(cfg, generator, tok, problems, seed=cfg.seed * 7 + 100 + r)
+            samples = generate_samples(cfg, world, generator, tok, problems, seed=cfg.seed * 7 + 100 + r)
             auto, stats = scaled_verification(
-                cfg, verifier, meta, problems, samples, seed=cfg.seed * 7 + 200 + r
+                cfg, world, verifier, meta, problems, samples, seed=cfg.seed * 7 + 200 + r
             )
             if lc.labels == "truth":
-                auto = [truth_labelled(p, s) for p, s in zip(problems, samples, strict=True)]
+                auto = [truth_labelled(world, p, s) for p, s in zip(problems, samples, strict=True)]
             state["auto"] = auto
             state["scaled_stats"] = stats
             save("eval")
@@ -462,7 +485,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             figures_r = {
                 "round": r,
                 **state["scaled_stats"],
-                **evaluate_judges(cfg, generator, tok, verifier, meta, heldout),
+                **evaluate_judges(cfg, world, generator, tok, verifier, meta, heldout),
             }
             gen = evaluate()
             figures_r |= {
@@ -503,6 +526,7 @@ def step_rewards(tok: Any, rollout: Rollout, step_scores: Sequence[Sequence[floa
 
 def scaled_verification(
     cfg: Config,
+    world: World,
     verifier: GenerativeVerifier,
     meta: MetaVerifier,
     problems: Sequence[Problem],
@@ -514,7 +538,7 @@ def scaled_verification(
     to measure the labels (agreement, discard rate), never to make them."""
     lc = cfg.loop
     flat = verifier.analyse(
-        [p.prompt for p in problems for _ in range(lc.scaled_n)],
+        [p.text for p in problems for _ in range(lc.scaled_n)],
         [s for s in samples for _ in range(lc.scaled_n)],
         greedy=False,
         seed=seed,
@@ -526,7 +550,7 @@ def scaled_verification(
     ]
     judged = meta.judge(
         [
-            meta_prompt(problems[i].prompt, samples[i], analyses[i][j].analysis)
+            world.fmt.meta_prompt(problems[i].text, samples[i], analyses[i][j].analysis)
             for i, j in needs
             for _ in range(lc.scaled_m)
         ],
@@ -536,26 +560,27 @@ def scaled_verification(
     meta_of = {
         ij: [ms for ms, _ in judged[q * lc.scaled_m : (q + 1) * lc.scaled_m]] for q, ij in enumerate(needs)
     }
-    labelled, agree, kept = [], 0, 0
+    auto, agree, kept = [], 0, 0
     for i, (p, s, group) in enumerate(zip(problems, samples, analyses, strict=True)):
         metas = [meta_of.get((i, j), []) for j in range(lc.scaled_n)]
         label = scaled_verification_label(group, metas, lc.scaled_k)
         if label.score is None:
             continue
         kept += 1
-        agree += label.score == true_score(p, check_solution(p, "\n".join(s)))
-        labelled.append(Labelled(p, s, label.analysis.strip(), label.score))
+        agree += label.score == world.task.true_score(p, world.task.check(p, "\n".join(s)))
+        auto.append(labelled(world, p, s, label.analysis.strip(), label.score))
     n = len(samples)
     stats = {
         "auto_label_agreement": agree / kept if kept else 0.0,
         "auto_label_discard_rate": 1 - kept / n if n else 0.0,
         "auto_labels": float(kept),
     }
-    return labelled, stats
+    return auto, stats
 
 
 def evaluate_judges(
     cfg: Config,
+    world: World,
     generator: torch.nn.Module,
     tok: Any,
     verifier: GenerativeVerifier,
@@ -565,17 +590,18 @@ def evaluate_judges(
     """Verifier earliest-error F1 and meta-verifier accuracy on held-out generator samples, and the
     reward-hacking signal: mean verifier score minus mean true score of the same samples."""
     problems = list(heldout[: cfg.loop.eval_samples])
-    samples = generate_samples(cfg, generator, tok, problems, seed=cfg.seed * 7 + 999)
-    verdicts = verifier.analyse([p.prompt for p in problems], samples)
-    checks = [check_solution(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
-    truth = [true_score(p, c) for p, c in zip(problems, checks, strict=True)]
+    task, fmt = world.task, world.fmt
+    samples = generate_samples(cfg, world, generator, tok, problems, seed=cfg.seed * 7 + 999)
+    verdicts = verifier.analyse([p.text for p in problems], samples)
+    checks = [task.check(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
+    truth = [task.true_score(p, c) for p, c in zip(problems, checks, strict=True)]
     # An unparsable analysis names no step: it counts as wrong on either kind of sample.
     preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
     pb = processbench_metrics(preds, [c.earliest_error for c in checks])
     judged = meta.judge(
-        [meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)]
+        [fmt.meta_prompt(p.text, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)]
     )
-    labels = [meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]
+    labels = [fmt.meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]
     hits = [ms == label for (ms, _), label in zip(judged, labels, strict=True)]
     unfaithful = [h for h, label in zip(hits, labels, strict=True) if label < 1.0]
     faithful = [h for h, label in zip(hits, labels, strict=True) if label == 1.0]

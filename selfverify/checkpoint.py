@@ -17,7 +17,7 @@ import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase
 
-from selfverify.models import load_pretrained, save_pretrained
+from selfverify.models import ModelSpec, load_pretrained, save_pretrained
 
 STATE_FILE = "trainer_state.pt"
 
@@ -80,8 +80,11 @@ def _swap_in(tmp: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(path: Path) -> tuple[torch.nn.Module, PreTrainedTokenizerBase, dict[str, Any] | None]:
-    model, tokenizer = load_pretrained(path)
+def load_checkpoint(
+    path: Path, spec: ModelSpec | None = None
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase, dict[str, Any] | None]:
+    """The model (in ``spec``'s dtype, on its device), tokenizer and trainer state saved at ``path``."""
+    model, tokenizer = load_pretrained(path, spec)
     state_file = path / STATE_FILE
     state = torch.load(state_file, weights_only=False) if state_file.exists() else None
     return model, tokenizer, state
@@ -114,9 +117,9 @@ def save_bundle(
 
 
 def load_bundle(
-    path: Path,
+    path: Path, spec: ModelSpec | None = None
 ) -> tuple[dict[str, torch.nn.Module], PreTrainedTokenizerBase, dict[str, Any]]:
     models, tokenizer = {}, None
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):
-        models[sub.name], tokenizer = load_pretrained(sub)
+        models[sub.name], tokenizer = load_pretrained(sub, spec)
     return models, tokenizer, torch.load(path / STATE_FILE, weights_only=False)

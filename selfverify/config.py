@@ -17,15 +17,26 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from selfverify.algos import ADVANTAGE_ESTIMATORS, AGG_MODES, KL_KINDS, POLICY_LOSSES
-from selfverify.models import ModelSpec
+from selfverify.models import DEVICES, DTYPES, ModelSpec
 from selfverify.rewards import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
-from selfverify.tasks import TaskSpec
+from selfverify.tasks import TASKS, TaskSpec
 from selfverify.tasks.arithmetic import CORRUPTIONS
+from verifiers.generative import FORMATS
 
 
 @dataclass
 class TaskConfig(TaskSpec):
+    """The task (``task=<name>`` selects; selfverify.tasks) and its difficulty or data."""
+
+    name: str = "embedded"  # embedded | arithmetic_nl | gsm8k | math
     n_heldout: int = 256
+    # gsm8k / math: a hub name (e.g. openai/gsm8k) or a local .jsonl/.json/.parquet file; None: the
+    # small sample the package ships. Held-out problems come from heldout_source when given, else
+    # from a fixed slice of the training records.
+    source: str | None = None
+    split: str = "train"
+    heldout_source: str | None = None
+    heldout_split: str = "test"
 
 
 @dataclass
@@ -121,6 +132,10 @@ class RoundsConfig:
         default_factory=lambda: {"offset": 6.0, "operand": 1.0, "skip": 1.0, "no_answer": 1.0, "final": 1.0}
     )
     judge_max_new_tokens: int = 112  # an analysis; the meta-verifier writes one and its verdict
+    # The judge's text format: compact (the embedded world's) or prose (DeepSeekMath-V2 style, for
+    # natural-language solutions); None: compact for task=embedded, prose otherwise.
+    judge_format: str | None = None
+    judge_batch_size: int = 256  # prompts per judge generation batch
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
     meta_rl_steps: int = 10
@@ -215,9 +230,15 @@ def _read_yaml(path: Path, what: str) -> DictConfig:
     return loaded
 
 
+# Whole-section shorthands on the command line: task=gsm8k, model=<path or hub name>.
+SHORTHANDS = {"task": "task.name", "model": "model.path"}
+
+
 def _read_override(item: str) -> DictConfig:
     """One ``key=value`` override (the value is YAML); a malformed one raises ConfigError naming it."""
-    key, sep, _ = item.partition("=")
+    key, sep, value = item.partition("=")
+    if key.strip() in SHORTHANDS:
+        item = f"{SHORTHANDS[key.strip()]}={value}"
     if not sep or not key.strip():
         raise ConfigError(f"override {item!r}: expected key=value, e.g. rl.lr=1e-5")
     try:
@@ -272,12 +293,16 @@ def check_choices(cfg: Config) -> None:
     """Values the schema's types cannot restrict, each error naming its key and the allowed values."""
     choices = {
         "pipeline": (cfg.pipeline, PIPELINES),
+        "task.name": (cfg.task.name, TASKS),
+        "model.dtype": (cfg.model.dtype, tuple(DTYPES)),
+        "model.device": (cfg.model.device, DEVICES),
         "rl.advantage": (cfg.rl.advantage, ADVANTAGES),
         "rl.policy_loss": (cfg.rl.policy_loss, tuple(sorted(POLICY_LOSSES))),
         "rl.agg_mode": (cfg.rl.agg_mode, AGG_MODES),
         "rl.kl_kind": (cfg.rl.kl_kind, KL_KINDS),
         "reward.mode": (cfg.reward.mode, REWARD_MODES),
         "loop.labels": (cfg.loop.labels, ("auto", "truth")),
+        "loop.judge_format": (cfg.loop.judge_format, (None, *FORMATS)),
         "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
     }
     for key, (value, allowed) in choices.items():
@@ -292,6 +317,8 @@ def check_choices(cfg: Config) -> None:
         "rl.max_gen_rounds": cfg.rl.max_gen_rounds,
         "loop.judge_prompts_per_step": cfg.loop.judge_prompts_per_step,
         "loop.judge_group_size": cfg.loop.judge_group_size,
+        "loop.judge_batch_size": cfg.loop.judge_batch_size,
+        "eval_batch_size": cfg.eval_batch_size,
     }
     for key, value in counts.items():
         if value < 1:

@@ -30,15 +30,18 @@ class ValueModel(torch.nn.Module):
 
     @classmethod
     def from_policy(cls, policy: torch.nn.Module) -> ValueModel:
-        return cls(copy.deepcopy(policy.get_decoder()))
+        critic = cls(copy.deepcopy(policy.get_decoder()))
+        return critic.to(device=policy.device, dtype=policy.dtype)
 
     def forward(self, batch: Rollout) -> torch.Tensor:
         """Values [B, T] for the response tokens of ``batch``."""
-        position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
+        device = self.head.weight.device
+        attention = batch.attention_mask.to(device)
+        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
         hidden = self.backbone(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids
+            input_ids=batch.input_ids.to(device), attention_mask=attention, position_ids=position_ids
         ).last_hidden_state
-        return self.head(hidden[:, batch.prompt_len - 1 : -1]).squeeze(-1).float()
+        return self.head(hidden[:, batch.prompt_len - 1 : -1]).squeeze(-1).float().cpu()
 
     def save(self, path: Path) -> None:
         self.backbone.save_pretrained(path, safe_serialization=True)

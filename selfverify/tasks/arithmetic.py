@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from selfverify.tasks.base import StepCheck, labelled_steps
+
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 MAX_DIGITS = 12  # bounds every number the checker reads, so untrusted text can't cost big-int work
 # Bounds a parsed problem: its true answer is big-int work that grows with the square of the number of
@@ -185,21 +187,6 @@ def train_problems(spec: TaskSpec, n: int, *, seed: int, tag: str, exclude: set[
     return out
 
 
-@dataclass(frozen=True)
-class StepCheck:
-    """Ground truth for one solution text."""
-
-    steps: list[str]
-    step_correct: list[bool]
-    earliest_error: int  # -1 when every step is correct
-    answer: int | None  # the stated final answer, None if absent or malformed
-    correct: bool  # the stated answer equals the true answer (the outcome reward)
-
-    @property
-    def all_steps_valid(self) -> bool:
-        return self.earliest_error == -1
-
-
 def split_steps(solution: str) -> list[str]:
     """One step per non-empty line."""
     return [line.strip() for line in solution.strip().splitlines() if line.strip()]
@@ -224,7 +211,7 @@ def check_solution(problem: Problem, solution: str) -> StepCheck:
         labels.append(ok)
     if answer is None and labels:
         labels[-1] = False  # an unfinished solution is wrong at its last step
-    earliest = next((i for i, ok in enumerate(labels) if not ok), -1 if steps else 0)
+    earliest = labelled_steps(steps, labels)
     correct = answer is not None and answer == problem.answer
     return StepCheck(steps, labels, earliest, answer, correct)
 
@@ -246,3 +233,51 @@ def parse_problem(text: str) -> Problem:
     if len(ops) > MAX_OPS:
         raise ValueError(f"an embedded arithmetic problem has at most {MAX_OPS} operations, not {len(ops)}")
     return Problem(int(m.group(1)), ops)
+
+
+def score_for(problem: Problem, earliest_error: int) -> float:
+    """DeepSeekMath-V2's {0, 0.5, 1} label from the step named: 1 no wrong step; 0.5 every operation
+    step right, the first error at the answer line or after it (a minor flaw); 0 an operation step is
+    wrong."""
+    if earliest_error == -1:
+        return 1.0
+    return 0.5 if earliest_error >= len(problem.ops) else 0.0
+
+
+@dataclass
+class EmbeddedTask:
+    """The embedded world as a task: ``Q:5-7-6`` prompts for the tiny character model."""
+
+    spec: TaskSpec
+    name: str = "embedded"
+    exact_step_labels: bool = True
+
+    def heldout(self, n: int, seed: int) -> list[Problem]:
+        return heldout_split(self.spec, n, seed)
+
+    def train_problems(self, n: int, *, seed: int, tag: str, exclude: set) -> list[Problem]:
+        return train_problems(self.spec, n, seed=seed, tag=tag, exclude=exclude)
+
+    def check(self, problem: Problem, solution: str) -> StepCheck:
+        return check_solution(problem, solution)
+
+    def true_score(self, problem: Problem, check: StepCheck) -> float:
+        return score_for(problem, check.earliest_error)
+
+    def demonstration(self, problem: Problem, direct: bool) -> str:
+        return problem.direct_solution() if direct else problem.reference_solution()
+
+    def expected_steps(self, problem: Problem, n: int) -> list[str]:
+        return (problem.reference_solution().splitlines() + ["."] * n)[:n]
+
+    def synthetic_solution(
+        self,
+        problem: Problem,
+        rng: random.Random,
+        correct_fraction: float,
+        weights: Mapping[str, float] | None = None,
+    ) -> tuple[str, list[str]]:
+        return synthetic_solution(problem, rng, correct_fraction, weights)
+
+    def split_steps(self, solution: str) -> list[str]:
+        return split_steps(solution)

@@ -58,9 +58,7 @@ class Task(Protocol):
         """The fixed held-out problems of ``seed`` (never trained on)."""
         ...
 
-    def train_problems(
-        self, n: int, *, seed: int, tag: str, exclude: set[TaskProblem]
-    ) -> list[TaskProblem]:
+    def train_problems(self, n: int, *, seed: int, tag: str, exclude: set[TaskProblem]) -> list[TaskProblem]:
         """``n`` training problems from an RNG keyed by (seed, tag), none of them in ``exclude``."""
         ...
 
