@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from selfverify.checkpoint import CheckpointError, load_bundle, recover, save_bundle
+from selfverify.checkpoint import CheckpointError, load_bundle, recover, save_bundle, write_atomically
 from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.critic import ValueModel
@@ -158,12 +158,12 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     recover(ckpt / "latest")
     fmt_name = judge_format_name(cfg)
     if (ckpt / "latest").exists():
-        models, tok, state = load_bundle(ckpt / "latest", cfg.model)
+        models, toks, state = load_bundle(ckpt / "latest", cfg.model)
         require_version(make_format(fmt_name), state["judge_format"], str(ckpt / "latest"))
     elif cfg.init_from is not None and (Path(cfg.init_from) / "judge").is_dir():
         # A loop's cold start (a run with loop.rounds=0): generator, judge and seed pool, so the
         # rounds start at once. Studies share one per seed across reward modes.
-        models, tok, state = load_bundle(Path(cfg.init_from), cfg.model)
+        models, toks, state = load_bundle(Path(cfg.init_from), cfg.model)
         require_version(make_format(fmt_name), state["judge_format"], str(cfg.init_from))
         if (state["phase"], state["round"]) != ("verifier", 0):
             raise CheckpointError(
@@ -172,15 +172,16 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         state.update(lines=0, rounds=[], wall=0.0, phase_seconds={})
     else:
         generator, tok = load_model(cfg.model, cfg.seed)
-        models = {"generator": generator}
+        models, toks = {"generator": generator}, {"generator": tok}
         state = {"phase": "cold_start", "round": 0, "lines": 0, "figures": {}, "rounds": [], "wall": 0.0}
         fmt0 = make_format(fmt_name)  # the judge's analyses' format: checked when loaded
         state["judge_format"] = {"format": fmt0.name, "format_version": fmt0.version}
         state["auto"] = []  # the latest round's auto-labelled verifier data
     tracker = Tracker(run_dir, cfg, keep=state["lines"])
-    prompter = chat_prompter(tok, cfg.model)  # one tokenizer: the judge starts as the generator's copy
-    task = make_task(cfg.task, prompter)
-    world = World(task, make_format(fmt_name, task, prompter))
+    tok = toks["generator"]
+    task = make_task(cfg.task, chat_prompter(tok, cfg.model))
+    # The format's references and tags need no prompter; its prompts get the judge's once it exists.
+    world = World(task, make_format(fmt_name, task))
     fmt = world.fmt
     heldout = task.heldout(cfg.task.n_heldout, cfg.seed)
     exclude = set(heldout)
@@ -194,7 +195,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         seconds[state["phase"]] = seconds.get(state["phase"], 0.0) + now - clock[0]
         state.update(phase=phase, lines=tracker.count, wall=state["wall"] + now - clock[0], **updates)
         clock[0] = now
-        save_bundle(ckpt / "latest", models, tok, state)
+        save_bundle(ckpt / "latest", models, toks, state)
 
     def evaluate() -> dict[str, float]:
         return evaluate_generator(
@@ -218,10 +219,9 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
 
     # 1. Generator cold start (or a given cold-started policy: init_from, an HF model directory).
     if state["phase"] == "cold_start" and cfg.init_from is not None:
-        generator, tok = load_pretrained(
-            cfg.init_from, cfg.model
-        )  # its own tokenizer: the model's vocabulary
-        models["generator"] = generator
+        # Its own tokenizer: the model's vocabulary.
+        generator, tok = load_pretrained(cfg.init_from, cfg.model)
+        models["generator"], toks["generator"] = generator, tok
     elif state["phase"] == "cold_start":
         opt, sched = make_optimizer(
             generator, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
@@ -235,15 +235,22 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         cold = evaluate()
         figures["cold_start_accuracy"] = cold["accuracy"]
         tracker.log("eval", 0, cold)
-        models["judge"] = copy.deepcopy(generator)
+        if lc.judge_model.path is None:  # the judge starts as the cold-started generator
+            models["judge"], toks["judge"] = copy.deepcopy(generator), tok
+        else:  # a model of its own (e.g. a larger instruct model)
+            models["judge"], toks["judge"] = load_model(lc.judge_model, cfg.seed)
         save("judges")
+    judge_tok = toks["judge"]
+    judge_spec = lc.judge_model if lc.judge_model.path is not None else cfg.model
+    world = World(task, make_format(fmt_name, task, chat_prompter(judge_tok, judge_spec)))
+    fmt = world.fmt
 
     # One judge model is both the verifier (prompts ending ``#V``) and the meta-verifier (``#M``), as
     # in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis needs the same
     # skill as writing one, and one model trains once.
     judge_kw = {"max_new_tokens": lc.judge_max_new_tokens, "batch_size": lc.judge_batch_size, "fmt": fmt}
-    verifier = GenerativeVerifier(models["judge"], tok, **judge_kw)
-    meta = MetaVerifier(models["judge"], tok, **judge_kw)
+    verifier = GenerativeVerifier(models["judge"], judge_tok, **judge_kw)
+    meta = MetaVerifier(models["judge"], judge_tok, **judge_kw)
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
     pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
@@ -272,7 +279,9 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         desc = f"round {state['round']}: {phase}" if state["phase"] != "judges" else f"cold start: {phase}"
         for step in tqdm(range(steps), desc=desc, disable=not progress):
             prompts, targets = zip(*batches(step, rng), strict=True)
-            m = sft_step(verifier.model, opt, sched, encode_by_length(tok, list(prompts), list(targets)))
+            m = sft_step(
+                verifier.model, opt, sched, encode_by_length(judge_tok, list(prompts), list(targets))
+            )
             tracker.log(phase, step + 1, m | {"round": float(state["round"])})
 
     def meta_example(problem: Problem, steps: Sequence[str], rng: random.Random) -> tuple[str, str]:
@@ -409,7 +418,9 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
         for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
             batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
-            m = rl_step(learner, tok, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step)
+            m = rl_step(
+                learner, judge_tok, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step
+            )
             tracker.log(f"{tag}_rl", state["round"] * steps + step + 1, m)
 
     # 3. Rounds. The generator's rl.steps are split evenly over them.
@@ -496,6 +507,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             tracker.log("round", r + 1, figures_r)
             state["rounds"].append(figures_r)
             save("verifier", round=r + 1)
+    if "judge" in models:  # python -m selfverify.score --verifier <run dir>/judge
+        write_atomically(run_dir / "judge", verifier.save)
     final = state["rounds"][-1] if state["rounds"] else {}
     figures["final_accuracy"] = final.get("generator_accuracy")
     figures["final_valid_solution_rate"] = final.get("valid_solution_rate")

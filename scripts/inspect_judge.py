@@ -78,8 +78,9 @@ def main() -> None:
     torch.set_num_threads(1)
     cfg = load_config(args.run_dir / "config.yaml")
     latest = args.run_dir / "checkpoints" / "latest"
-    models, tok, state = load_bundle(latest)
-    require_format(state.get("format_version"), str(latest))
+    models, toks, state = load_bundle(latest)
+    tok = toks["judge"]
+    require_format(state["judge_format"]["format_version"], str(latest))
     generator, judge = models["generator"], models["judge"]
     budget = cfg.loop.judge_max_new_tokens
     verifier, meta = GenerativeVerifier(judge, tok, budget), MetaVerifier(judge, tok, budget)

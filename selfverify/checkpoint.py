@@ -101,16 +101,16 @@ def recover(path: Path) -> None:
 def save_bundle(
     path: Path,
     models: dict[str, torch.nn.Module],
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizers: dict[str, PreTrainedTokenizerBase],
     state: dict[str, Any],
 ) -> None:
-    """Several models (one HF directory each, under their names) and one trainer state, written
-    atomically together: a resumed run never sees a generator from one phase and a verifier from
-    another."""
+    """Several models (one HF directory each, under their names, with its own tokenizer) and one
+    trainer state, written atomically together: a resumed run never sees a generator from one phase
+    and a verifier from another."""
 
     def write(tmp: Path) -> None:
         for name, model in models.items():
-            save_pretrained(model, tokenizer, tmp / name)
+            save_pretrained(model, tokenizers[name], tmp / name)
         torch.save(state, tmp / STATE_FILE)
 
     write_atomically(path, write)
@@ -118,8 +118,9 @@ def save_bundle(
 
 def load_bundle(
     path: Path, spec: ModelSpec | None = None
-) -> tuple[dict[str, torch.nn.Module], PreTrainedTokenizerBase, dict[str, Any]]:
-    models, tokenizer = {}, None
+) -> tuple[dict[str, torch.nn.Module], dict[str, PreTrainedTokenizerBase], dict[str, Any]]:
+    """The models, their tokenizers (by name) and the state ``save_bundle`` wrote."""
+    models, tokenizers = {}, {}
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):
-        models[sub.name], tokenizer = load_pretrained(sub, spec)
-    return models, tokenizer, torch.load(path / STATE_FILE, weights_only=False)
+        models[sub.name], tokenizers[sub.name] = load_pretrained(sub, spec)
+    return models, tokenizers, torch.load(path / STATE_FILE, weights_only=False)

@@ -136,6 +136,8 @@ class RoundsConfig:
     # natural-language solutions); None: compact for task=embedded, prose otherwise.
     judge_format: str | None = None
     judge_batch_size: int = 256  # prompts per judge generation batch
+    # The judge's own model (verifier and meta-verifier); path unset: a copy of the cold-started generator.
+    judge_model: ModelSpec = field(default_factory=ModelSpec)
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
     meta_rl_steps: int = 10
@@ -296,6 +298,8 @@ def check_choices(cfg: Config) -> None:
         "task.name": (cfg.task.name, TASKS),
         "model.dtype": (cfg.model.dtype, tuple(DTYPES)),
         "model.device": (cfg.model.device, DEVICES),
+        "loop.judge_model.dtype": (cfg.loop.judge_model.dtype, tuple(DTYPES)),
+        "loop.judge_model.device": (cfg.loop.judge_model.device, DEVICES),
         "rl.advantage": (cfg.rl.advantage, ADVANTAGES),
         "rl.policy_loss": (cfg.rl.policy_loss, tuple(sorted(POLICY_LOSSES))),
         "rl.agg_mode": (cfg.rl.agg_mode, AGG_MODES),

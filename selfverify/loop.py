@@ -21,6 +21,7 @@ from rich.table import Table
 from selfverify.checkpoint import CheckpointError, CheckpointWriteError
 from selfverify.config import Config, ConfigError, load_config, to_yaml
 from selfverify.io import atomic_write_json, atomic_write_text
+from selfverify.models import SourceError
 from selfverify.plots import plot_curves
 from selfverify.tracking import read_metrics
 
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
         atomic_write_json(run_dir / "summary.json", summary)
         plot_curves(read_metrics(run_dir), run_dir / "curves.png")
-    except (CheckpointError, CheckpointWriteError) as err:  # a checkpoint it cannot use or cannot write
+    # A checkpoint it cannot use or cannot write, a model or dataset it cannot load.
+    except (CheckpointError, CheckpointWriteError, SourceError) as err:
         console.print(f"[red]error:[/red] {err}")
         return 2
     except OSError as err:  # metrics or results could not be written: the checkpoints are as they were

@@ -65,6 +65,10 @@ class ModelSpec:
     max_positions: int = 256
 
 
+class SourceError(ValueError):
+    """A model or dataset that cannot be loaded (no such directory, no hub, no such name)."""
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -135,9 +139,12 @@ def load_pretrained(
     with its end token, which the response mask stops at anyway)."""
     spec = spec or ModelSpec()
     extra = {"attn_implementation": spec.attn_implementation} if spec.attn_implementation else {}
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[spec.dtype], **extra)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[spec.dtype], **extra)
+        tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+    except OSError as err:  # not a directory, not on a reachable hub
+        raise SourceError(f"model {path}: cannot load it: {' '.join(str(err).split())[:300]}") from None
     model.to(resolve_device(spec.device))
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

@@ -15,6 +15,8 @@ from selfverify.tracking import read_metrics
 # Tests share two cores; keep torch from oversubscribing them.
 torch.set_num_threads(1)
 os.environ.setdefault("WANDB_SILENT", "true")
+# No hub here: a test that reached for one would fail at once instead of after minutes of retries.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # Fuzz tests: a fixed seed and budget, so CI runs the same inputs every time and within its time; no
 # single input may take more than a second. HYPOTHESIS_PROFILE=explore searches longer, at random.

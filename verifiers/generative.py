@@ -434,8 +434,9 @@ class GenerativeVerifier(LMJudge):
             manifest.setdefault("format_version", VERSION)
         fmt = make_format(manifest.get("format", "compact"), prompter=chat_prompter(tokenizer, ModelSpec()))
         require_version(fmt, manifest, str(path))
-        tokens = manifest.get("max_new_tokens", 80 if fmt.name == "compact" else 256)
-        return cls(model, tokenizer, max_new_tokens=tokens, fmt=fmt, **kwargs)
+        default_tokens = 80 if fmt.name == "compact" else 256
+        kwargs.setdefault("max_new_tokens", manifest.get("max_new_tokens", default_tokens))
+        return cls(model, tokenizer, fmt=fmt, **kwargs)
 
 
 class MetaVerifier(LMJudge):

@@ -139,3 +139,5 @@ def _load_qwen_prm(source: str, **kwargs: object) -> Verifier:
 
 register_prefix("math-shepherd", _load_math_shepherd)
 register_prefix("qwen-prm", _load_qwen_prm)
+# judge:<directory or hub name>: any instruct model as a prompted judge in the prose format.
+register_prefix("judge", _load_generative)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from selfverify.models import SourceError
 from selfverify.tasks.arithmetic import (
     EmbeddedTask,
     Problem,
@@ -35,9 +36,19 @@ def make_task(cfg: TaskConfig, prompter: Prompter = raw_prompter) -> Task:
         return EmbeddedTask(spec)
     if cfg.name == "arithmetic_nl":
         return WordedArithmeticTask(spec, prompter)
-    from selfverify.tasks.mathdata import MathDatasetTask, data_path
+    from selfverify.tasks.mathdata import data_path
 
     source = cfg.source or str(data_path(f"{cfg.name}_sample.jsonl"))
+    try:
+        return _math_task(cfg, source, prompter)
+    except (OSError, ConnectionError) as err:  # no such file, no reachable hub
+        detail = " ".join(str(err).split())[:300]
+        raise SourceError(f"task {cfg.name} from {source}: cannot load it: {detail}") from None
+
+
+def _math_task(cfg: TaskConfig, source: str, prompter: Prompter) -> Task:
+    from selfverify.tasks.mathdata import MathDatasetTask
+
     return MathDatasetTask(
         cfg.name,  # type: ignore[arg-type]
         source,
