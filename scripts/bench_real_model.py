@@ -1,0 +1,106 @@
+"""Throughput of a real model on this machine: generation and training tokens/s, and its zero-shot
+held-out accuracy on a task, as the loop runs them (HF generate with the KV cache, an SFT step, one
+GRPO step).
+
+    python scripts/bench_real_model.py --model smollm2 --task arithmetic_nl --out bench.json
+
+Run it alone: on two cores anything else running skews a timing several-fold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from selfverify.config import load_config
+from selfverify.evaluate import evaluate_generator
+from selfverify.models import chat_prompter, load_model
+from selfverify.rl import Learner, rl_step
+from selfverify.rollout import encode_by_length, sample
+from selfverify.tasks import make_task
+from selfverify.trainer import make_optimizer, sft_step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", help="model.path")
+    parser.add_argument("--task", default="arithmetic_nl")
+    parser.add_argument("--config", default=None, help="a recipe to take the other settings from")
+    parser.add_argument("--batch", type=int, default=32, help="responses per generation / RL batch")
+    parser.add_argument("--new-tokens", type=int, default=40)
+    parser.add_argument("--heldout", type=int, default=128, help="problems for the zero-shot accuracy")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    cfg = load_config(args.config, [f"model.path={args.model}", f"task.name={args.task}"])
+    torch.set_num_threads(cfg.threads)
+    model, tok = load_model(cfg.model, cfg.seed)
+    task = make_task(cfg.task, chat_prompter(tok, cfg.model))
+    heldout = task.heldout(args.heldout, cfg.seed)
+    problems = task.train_problems(args.batch, seed=cfg.seed, tag="bench", exclude=set(heldout))
+    prompts = [p.prompt for p in problems]
+
+    start = time.perf_counter()
+    zero_shot = evaluate_generator(
+        model, tok, task, heldout, max_new_tokens=args.new_tokens, batch_size=cfg.eval_batch_size
+    )
+    eval_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    out = sample(model, tok, prompts, max_new_tokens=args.new_tokens, seed=0)
+    gen_s = time.perf_counter() - start
+    generated = int(out.lengths.sum())
+
+    # Training: one SFT step on demonstrations (every token of prompt and response goes through the
+    # forward and backward pass; the loss reads the response tokens).
+    opt, sched = make_optimizer(model, 1e-12)
+    batch = encode_by_length(tok, prompts, [task.demonstration(p, direct=False) for p in problems])
+    start = time.perf_counter()
+    sft_step(model, opt, sched, batch)
+    train_s = time.perf_counter() - start
+    trained = sum(int(b.attention_mask.sum()) for b in batch)
+
+    rl = cfg.rl
+    rl.prompts_per_step, rl.group_size, rl.max_new_tokens = args.batch // 4, 4, args.new_tokens
+    learner = Learner(model, opt, sched)
+
+    def reward(ps: list, rollout: object) -> tuple[torch.Tensor, torch.Tensor]:
+        correct = torch.tensor([task.check(p, t).correct for p, t in zip(ps, rollout.texts, strict=True)])
+        return correct.float(), correct
+
+    start = time.perf_counter()
+    rl_step(learner, tok, rl, lambda _r: problems[: rl.prompts_per_step], reward, seed=1)
+    step_s = time.perf_counter() - start
+    result = {
+        "model": args.model,
+        "task": args.task,
+        "threads": cfg.threads,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "zero_shot_heldout": {**zero_shot, "problems": len(heldout), "seconds": round(eval_s, 1)},
+        "generation": {
+            "responses": len(prompts),
+            "generated_tokens": generated,
+            "seconds": round(gen_s, 2),
+            "tokens_per_s": round(generated / gen_s, 1),
+        },
+        "training": {
+            "tokens": trained,
+            "seconds": round(train_s, 2),
+            "tokens_per_s": round(trained / train_s, 1),
+        },
+        "rl_step": {
+            "responses": rl.prompts_per_step * rl.group_size,
+            "seconds": round(step_s, 2),
+            "what": "sampling, old log-probs, one PPO update",
+        },
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
