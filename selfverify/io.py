@@ -32,6 +32,10 @@ MAX_LINE_BYTES = 64 * 2**20
 _SKIP_CHUNK = 2**20
 
 
+class SourceError(ValueError):
+    """A model or dataset that cannot be loaded (no such directory, no hub, no such name)."""
+
+
 class RecordError(ValueError):
     """A malformed input record, located by file and line (1-based)."""
 

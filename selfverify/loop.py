@@ -20,8 +20,7 @@ from rich.table import Table
 
 from selfverify.checkpoint import CheckpointError, CheckpointWriteError
 from selfverify.config import Config, ConfigError, load_config, to_yaml
-from selfverify.io import atomic_write_json, atomic_write_text
-from selfverify.models import SourceError
+from selfverify.io import SourceError, atomic_write_json, atomic_write_text
 from selfverify.plots import plot_curves
 from selfverify.tracking import read_metrics
 

@@ -24,6 +24,8 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from selfverify.io import SourceError
+
 hf_logging.disable_progress_bar()  # per-shard bars on tiny checkpoints are noise in our own progress display
 
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>"}
@@ -63,10 +65,6 @@ class ModelSpec:
     num_heads: int = 4
     intermediate_size: int = 384
     max_positions: int = 256
-
-
-class SourceError(ValueError):
-    """A model or dataset that cannot be loaded (no such directory, no hub, no such name)."""
 
 
 def resolve_device(device: str) -> torch.device:

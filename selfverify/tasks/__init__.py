@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from selfverify.models import SourceError
+from selfverify.io import SourceError
 from selfverify.tasks.arithmetic import (
     EmbeddedTask,
     Problem,
