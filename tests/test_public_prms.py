@@ -58,6 +58,17 @@ def word_tokenizer(specials: list[str], words: str = "") -> Tokenizer:
     return tok
 
 
+# Both stand-ins: tiny random-init models of the real architectures.
+TINY_SHAPE = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+}
+
+
 def save_math_shepherd(path: Path, *, tag: bool = True) -> Path:
     """A Mistral-style causal LM whose tokenizer adds <s> and has no pad token (as Mistral's)."""
     tok = word_tokenizer(["<s>", "</s>"], STEP_TAG if tag else "")
@@ -68,15 +79,7 @@ def save_math_shepherd(path: Path, *, tag: bool = True) -> Path:
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="[UNK]"
     )
     torch.manual_seed(0)
-    config = MistralConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
+    config = MistralConfig(vocab_size=len(tokenizer), **TINY_SHAPE)
     MistralForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -94,16 +97,7 @@ def save_qwen_prm(path: Path, num_labels: int = 2) -> Path:
     )
     tokenizer.chat_template = QWEN_TEMPLATE
     torch.manual_seed(1)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        num_labels=num_labels,
-    )
+    config = Qwen2Config(vocab_size=len(tokenizer), num_labels=num_labels, **TINY_SHAPE)
     Qwen2ForTokenClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
