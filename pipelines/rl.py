@@ -100,7 +100,9 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         if uses_critic(rl):
             critic_dir = ckpt / "latest" / "critic"
             learner.critic = (
-                ValueModel.load(critic_dir) if critic_dir.exists() else ValueModel.from_policy(model)
+                ValueModel.load(critic_dir)
+                if critic_dir.exists()
+                else ValueModel.from_spec(rl.critic_model, model, cfg.seed)
             )
             learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=rl.critic_lr)
         if "optimizer" in state:

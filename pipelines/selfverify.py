@@ -1,9 +1,11 @@
 """The self-verification loop (DeepSeekMath-V2, 2025; DESIGN §4), top to bottom:
 
 1. generator cold start: SFT on demonstrations (selfverify.coldstart);
-2. verifier and meta-verifier cold start: both start from the cold-started generator's weights and are
+2. verifier and meta-verifier cold start: one judge model (by default a copy of the cold-started
+   generator; ``loop.judge_model`` names another, ``loop.meta_model`` a meta-verifier of its own) is
    fine-tuned on a labelled pool of the generator's own samples (ground truth supplies the analyses
-   and the meta labels: this pool is the seed data a human would label);
+   and the meta labels: this pool is the seed data a human would label), joined by the labelled
+   solutions of ``loop.judge_seed``;
 3. rounds, each: verifier training (round > 0: SFT on the previous round's auto-labels, then RL
    with R_format·R_score·R_meta) and meta-verifier RL (R_format·R_score) -> generator RL against
    the current verifier (``reward.mode``) -> scaled verification of fresh generator samples into
@@ -36,7 +38,7 @@ from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.critic import ValueModel
 from selfverify.evaluate import evaluate_generator
-from selfverify.models import chat_prompter, load_model, load_pretrained
+from selfverify.models import ModelSpec, chat_prompter, load_model, load_pretrained
 from selfverify.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
@@ -62,6 +64,7 @@ from selfverify.trainer import make_optimizer, sft_step
 from verifiers.generative import (
     GenerativeVerifier,
     JudgeFormat,
+    LMJudge,
     MetaVerifier,
     make_format,
     require_version,
@@ -70,6 +73,8 @@ from verifiers.generative import (
 from verifiers.metrics import processbench_metrics
 
 UNPARSED = -2  # the earliest-error prediction of an unparsable analysis in the metrics
+# A judge training example: who learns it ("verifier" or "meta"), the prompt, the target.
+Example = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -97,10 +102,12 @@ class MetaItem:
 
 @dataclass(frozen=True)
 class World:
-    """The task and the judge format one run uses (what the loop's helpers need to know of them)."""
+    """The task and the judge formats one run uses (what the loop's helpers need to know of them): the
+    verifier's, and the meta-verifier's (the same format, through the meta-verifier's chat template)."""
 
     task: Task
     fmt: JudgeFormat
+    meta_fmt: JudgeFormat
 
 
 def solution_part(cfg: Config, world: World, text: str) -> str:
@@ -111,6 +118,14 @@ def solution_part(cfg: Config, world: World, text: str) -> str:
 def judge_format_name(cfg: Config) -> str:
     """``loop.judge_format``, or by task: compact for the embedded world, prose for natural language."""
     return cfg.loop.judge_format or ("compact" if cfg.task.name == "embedded" else "prose")
+
+
+def model_specs(cfg: Config) -> dict[str, ModelSpec]:
+    """Each model's spec by its checkpoint name: a judge or meta-verifier with no model of its own
+    takes the model it was copied from."""
+    judge = cfg.loop.judge_model if cfg.loop.judge_model.path is not None else cfg.model
+    meta = cfg.loop.meta_model if cfg.loop.meta_model.path is not None else judge
+    return {"generator": cfg.model, "judge": judge, "meta": meta}
 
 
 def generator_tokens(cfg: Config) -> int:
@@ -137,7 +152,9 @@ def generate_samples(
 def meta_item(world: World, problem: Problem, steps: tuple[str, ...], analysis: str) -> MetaItem:
     """An analysis of a solution with its ground-truth meta label."""
     label = world.fmt.meta_reference(problem, steps, analysis)[1]
-    return MetaItem(problem, steps, analysis, label, world.fmt.meta_prompt(problem.text, steps, analysis))
+    return MetaItem(
+        problem, steps, analysis, label, world.meta_fmt.meta_prompt(problem.text, steps, analysis)
+    )
 
 
 def labelled(world: World, problem: Problem, steps: Sequence[str], analysis: str, score: float) -> Labelled:
@@ -157,13 +174,14 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     lc, ckpt = cfg.loop, run_dir / "checkpoints"
     recover(ckpt / "latest")
     fmt_name = judge_format_name(cfg)
+    specs = model_specs(cfg)
     if (ckpt / "latest").exists():
-        models, toks, state = load_bundle(ckpt / "latest", cfg.model)
+        models, toks, state = load_bundle(ckpt / "latest", specs)
         require_version(make_format(fmt_name), state["judge_format"], str(ckpt / "latest"))
     elif cfg.init_from is not None and (Path(cfg.init_from) / "judge").is_dir():
         # A loop's cold start (a run with loop.rounds=0): generator, judge and seed pool, so the
         # rounds start at once. Studies share one per seed across reward modes.
-        models, toks, state = load_bundle(Path(cfg.init_from), cfg.model)
+        models, toks, state = load_bundle(Path(cfg.init_from), specs)
         require_version(make_format(fmt_name), state["judge_format"], str(cfg.init_from))
         if (state["phase"], state["round"]) != ("verifier", 0):
             raise CheckpointError(
@@ -180,8 +198,11 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     tracker = Tracker(run_dir, cfg, keep=state["lines"])
     tok = toks["generator"]
     task = make_task(cfg.task, chat_prompter(tok, cfg.model))
-    # The format's references and tags need no prompter; its prompts get the judge's once it exists.
-    world = World(task, make_format(fmt_name, task))
+    # Labelled solutions from a file (ProcessBench format); the task labels exactly those by the file.
+    seed_data = task.processbench_seed(lc.judge_seed, on_error="fail") if lc.judge_seed else []
+    # The format's references and tags need no prompter; its prompts get the judges' once they exist.
+    fmt0 = make_format(fmt_name, task)
+    world = World(task, fmt0, fmt0)
     fmt = world.fmt
     heldout = task.heldout(cfg.task.n_heldout, cfg.seed)
     exclude = set(heldout)
@@ -239,18 +260,23 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             models["judge"], toks["judge"] = copy.deepcopy(generator), tok
         else:  # a model of its own (e.g. a larger instruct model)
             models["judge"], toks["judge"] = load_model(lc.judge_model, cfg.seed)
+        if lc.meta_model.path is not None:
+            models["meta"], toks["meta"] = load_model(lc.meta_model, cfg.seed)
         save("judges")
     judge_tok = toks["judge"]
-    judge_spec = lc.judge_model if lc.judge_model.path is not None else cfg.model
-    world = World(task, make_format(fmt_name, task, chat_prompter(judge_tok, judge_spec)))
+    # By default one judge model is both the verifier (prompts ending ``#V``) and the meta-verifier
+    # (``#M``), as in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis
+    # needs the same skill as writing one, and one model trains once.
+    meta_name = "meta" if "meta" in models else "judge"
+    world = World(
+        task,
+        make_format(fmt_name, task, chat_prompter(judge_tok, specs["judge"])),
+        make_format(fmt_name, task, chat_prompter(toks[meta_name], specs["meta"])),
+    )
     fmt = world.fmt
-
-    # One judge model is both the verifier (prompts ending ``#V``) and the meta-verifier (``#M``), as
-    # in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis needs the same
-    # skill as writing one, and one model trains once.
-    judge_kw = {"max_new_tokens": lc.judge_max_new_tokens, "batch_size": lc.judge_batch_size, "fmt": fmt}
-    verifier = GenerativeVerifier(models["judge"], judge_tok, **judge_kw)
-    meta = MetaVerifier(models["judge"], judge_tok, **judge_kw)
+    judge_kw = {"max_new_tokens": lc.judge_max_new_tokens, "batch_size": lc.judge_batch_size}
+    verifier = GenerativeVerifier(models["judge"], judge_tok, fmt=fmt, **judge_kw)
+    meta = MetaVerifier(models[meta_name], toks[meta_name], fmt=world.meta_fmt, **judge_kw)
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
     pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
@@ -269,41 +295,54 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 out.append(meta_item(world, it.problem, it.steps, analysis))
         return out
 
-    def judge_sft(
-        batches: Callable[[int, random.Random], list[tuple[str, str]]], steps: int, lr: float
-    ) -> None:
-        """Supervised fine-tuning of the judge on (prompt, target) batches drawn per step."""
-        phase = "judge_sft"
-        opt, sched = make_optimizer(verifier.model, lr, warmup_steps=min(20, steps // 5), total_steps=steps)
-        rng = random.Random(f"{cfg.seed}-{phase}-{state['round']}")
-        desc = f"round {state['round']}: {phase}" if state["phase"] != "judges" else f"cold start: {phase}"
-        for step in tqdm(range(steps), desc=desc, disable=not progress):
-            prompts, targets = zip(*batches(step, rng), strict=True)
-            m = sft_step(
-                verifier.model, opt, sched, encode_by_length(judge_tok, list(prompts), list(targets))
-            )
-            tracker.log(phase, step + 1, m | {"round": float(state["round"])})
+    # Who learns from which examples: one judge learns both kinds; a meta-verifier of its own, "meta".
+    trainees: dict[str, LMJudge] = {"judge_sft": verifier} | (
+        {"meta_sft": meta} if meta_name == "meta" else {}
+    )
+    learns = {"verifier": "judge_sft", "meta": "meta_sft" if meta_name == "meta" else "judge_sft"}
 
-    def meta_example(problem: Problem, steps: Sequence[str], rng: random.Random) -> tuple[str, str]:
+    def judge_sft(batches: Callable[[int, random.Random], list[Example]], steps: int, lr: float) -> None:
+        """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step."""
+        warmup = min(20, steps // 5)
+        opts = {
+            k: make_optimizer(j.model, lr, warmup_steps=warmup, total_steps=steps)
+            for k, j in trainees.items()
+        }
+        rng = random.Random(f"{cfg.seed}-judge_sft-{state['round']}")
+        desc = f"round {state['round']}: judge_sft" if state["phase"] != "judges" else "cold start: judge_sft"
+        for step in tqdm(range(steps), desc=desc, disable=not progress):
+            examples = batches(step, rng)
+            for phase, judge in trainees.items():
+                part = [(p, t) for kind, p, t in examples if learns[kind] == phase]
+                if not part:
+                    continue
+                prompts, targets = zip(*part, strict=True)
+                batch = encode_by_length(judge.tokenizer, list(prompts), list(targets))
+                m = sft_step(judge.model, *opts[phase], batch)
+                tracker.log(phase, step + 1, m | {"round": float(state["round"])})
+
+    def meta_example(problem: Problem, steps: Sequence[str], rng: random.Random) -> Example:
         """A faithful or an unfaithful analysis of the solution (even odds) and its faithful
         meta-verification (the judge's own analysis, then the meta label)."""
         if rng.random() < 0.5:
             analysis = fmt.reference_analysis(problem, steps)
         else:
             analysis = fmt.unfaithful_analysis(problem, steps, rng)
-        return fmt.meta_prompt(problem.text, steps, analysis), fmt.meta_reference(problem, steps, analysis)[0]
+        target = fmt.meta_reference(problem, steps, analysis)[0]
+        return "meta", world.meta_fmt.meta_prompt(problem.text, steps, analysis), target
 
     # 2. Judge cold start. Each step's batch: solutions from the labelled pool, and fresh synthetic ones
     # (the reference, or the reference with one injected error: unlimited labelled data, so the judge
     # learns to check a step instead of memorising the pool); each solution becomes a verifier example
     # (its faithful analysis) or a meta-verifier example (a faithful or unfaithful analysis, labelled).
     if state["phase"] == "judges":
-        state["pool"] = [(it.problem, it.steps) for it in labelled_pool()]
+        seeded = [(p, tuple(steps)) for p, steps, _ in seed_data]
+        state["pool"] = [(it.problem, it.steps) for it in labelled_pool()] + seeded
     pool = [truth_labelled(world, p, s) for p, s in state.get("pool", [])]
 
     def judge_examples(
         items: Sequence[Labelled], rng: random.Random, meta_source: Sequence[Labelled] | None = None
-    ) -> list[tuple[str, str]]:
+    ) -> list[Example]:
         """Per item, a verifier example (its prompt and analysis) or, a share ``judge_meta_fraction`` of
         the time, a meta-verifier example on the item or on a draw from ``meta_source``."""
         out = []
@@ -312,10 +351,10 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 src = rng.choice(meta_source) if meta_source else it
                 out.append(meta_example(src.problem, src.steps, rng))
             else:
-                out.append((it.prompt, it.analysis))
+                out.append(("verifier", it.prompt, it.analysis))
         return out
 
-    def cold_start_batch(step: int, rng: random.Random, size: int | None = None) -> list[tuple[str, str]]:
+    def cold_start_batch(step: int, rng: random.Random, size: int | None = None) -> list[Example]:
         size = lc.judge_sft_batch_size if size is None else size
         n_syn = round(size * lc.judge_synthetic_fraction)
         tag = f"judge-{state['round']}-{step}"
@@ -334,12 +373,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     # Rewards the judges and the generator are trained with.
     def verifier_reward_fn(items: list[Labelled], rollout: Rollout) -> Scored:
         verdicts = [fmt.parse_analysis(t, len(it.steps)) for it, t in zip(items, rollout.texts, strict=True)]
-        metas = meta.judge(
-            [
-                fmt.meta_prompt(it.problem.text, it.steps, t)
-                for it, t in zip(items, rollout.texts, strict=True)
-            ]
-        )
+        metas = meta.meta_verify([it.problem.text for it in items], [it.steps for it in items], rollout.texts)
         rewards = [
             verifier_reward(v.parsed, v.score, it.score, ms)
             for v, it, (ms, _) in zip(verdicts, items, metas, strict=True)
@@ -368,11 +402,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         if mode == "self_verify":
             rewards = []
             evaluations = [fmt.split_self_evaluation(t)[1] for t in rollout.texts]
-            prompts = [
-                fmt.meta_prompt(p.text, s, z or "")
-                for p, s, z in zip(problems, solutions, evaluations, strict=True)
-            ]
-            metas = meta.judge(prompts)
+            metas = meta.meta_verify([p.text for p in problems], solutions, [z or "" for z in evaluations])
             for v, s, z, (ms, _) in zip(verdicts, solutions, evaluations, metas, strict=True):
                 own = fmt.parse_analysis(z, len(s)) if z is not None else None
                 formatted = own is not None and own.parsed
@@ -396,7 +426,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             torch.tensor([sum(s) for s in step_scores]), judged_right, step_rewards(tok, rollout, step_scores)
         )
 
-    def judge_rl(items: Sequence[Any], reward_fn: Any, steps: int, tag: str) -> None:
+    def judge_rl(judge: LMJudge, items: Sequence[Any], reward_fn: Any, steps: int, tag: str) -> None:
         if steps == 0 or not items:
             return
         jcfg = dataclasses.replace(
@@ -411,15 +441,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             value_pretrain_steps=0,
             pos_lm_coef=0.0,
         )
-        opt, sched = make_optimizer(verifier.model, lc.judge_rl_lr)
+        opt, sched = make_optimizer(judge.model, lc.judge_rl_lr)
         # rl.kl_coef > 0: the KL penalty to the judge as this phase found it.
-        ref = frozen_copy(verifier.model) if jcfg.kl_coef > 0 else None
-        learner = Learner(verifier.model, opt, sched, ref=ref)
+        ref = frozen_copy(judge.model) if jcfg.kl_coef > 0 else None
+        learner = Learner(judge.model, opt, sched, ref=ref)
         rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
         for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
             batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
             m = rl_step(
-                learner, judge_tok, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step
+                learner, judge.tokenizer, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step
             )
             tracker.log(f"{tag}_rl", state["round"] * steps + step + 1, m)
 
@@ -433,19 +463,18 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 # The auto-labels join the cold start's data: a share of each batch is auto-labelled
                 # samples (their meta-verifier examples drawn from the seed pool: the auto-labels carry no
                 # meta label), the rest the cold start's mix, so a few hundred labels do not undo it.
-                def auto_batch(
-                    step: int, rng: random.Random, data: list[Labelled] = data
-                ) -> list[tuple[str, str]]:
+                def auto_batch(step: int, rng: random.Random, data: list[Labelled] = data) -> list[Example]:
                     k = min(len(data), round(lc.judge_sft_batch_size * lc.auto_sft_fraction))
                     chosen = judge_examples(rng.sample(data, k), rng, meta_source=pool)
                     return chosen + cold_start_batch(step, rng, lc.judge_sft_batch_size - k)
 
                 judge_sft(auto_batch, lc.auto_sft_steps, lc.auto_sft_lr)
-            judge_rl(data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
+            judge_rl(verifier, data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
             # Meta RL items: analyses of only as many pool samples as the steps consume (3 items each).
             need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // 3)
             subset = random.Random(f"{cfg.seed}-meta-{r}").sample(pool, min(len(pool), need))
-            judge_rl(meta_items(subset, seed=cfg.seed * 7 + 3 + r), meta_reward_fn, lc.meta_rl_steps, "meta")
+            meta_data = meta_items(subset, seed=cfg.seed * 7 + 3 + r)
+            judge_rl(meta, meta_data, meta_reward_fn, lc.meta_rl_steps, "meta")
             save("generator", step=0)
         if state["phase"] == "generator":
             opt, sched = make_optimizer(generator, cfg.rl.lr, warmup_steps=cfg.rl.warmup_steps)
@@ -455,7 +484,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             learner = Learner(generator, opt, sched, ref=ref)
             rl = dataclasses.replace(cfg.rl, max_new_tokens=generator_tokens(cfg))
             if uses_critic(rl):  # PPO/VAPO: a fresh critic from the current policy each round
-                learner.critic = ValueModel.from_policy(generator)
+                learner.critic = ValueModel.from_spec(rl.critic_model, generator, cfg.seed)
                 learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=rl.critic_lr)
                 for step in tqdm(
                     range(rl.value_pretrain_steps), desc=f"round {r}: value pretraining", disable=not progress
@@ -561,12 +590,11 @@ def scaled_verification(
     needs = [
         (i, j) for i, group in enumerate(analyses) for j, a in enumerate(group) if a.parsed and a.score < 1
     ]
-    judged = meta.judge(
-        [
-            world.fmt.meta_prompt(problems[i].text, samples[i], analyses[i][j].analysis)
-            for i, j in needs
-            for _ in range(lc.scaled_m)
-        ],
+    repeated = [ij for ij in needs for _ in range(lc.scaled_m)]
+    judged = meta.meta_verify(
+        [problems[i].text for i, _ in repeated],
+        [samples[i] for i, _ in repeated],
+        [analyses[i][j].analysis for i, j in repeated],
         greedy=False,
         seed=seed + 1,
     )
@@ -611,9 +639,7 @@ def evaluate_judges(
     # An unparsable analysis names no step: it counts as wrong on either kind of sample.
     preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
     pb = processbench_metrics(preds, [c.earliest_error for c in checks])
-    judged = meta.judge(
-        [fmt.meta_prompt(p.text, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)]
-    )
+    judged = meta.meta_verify([p.text for p in problems], samples, [v.analysis for v in verdicts])
     labels = [fmt.meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]
     hits = [ms == label for (ms, _), label in zip(judged, labels, strict=True)]
     unfaithful = [h for h, label in zip(hits, labels, strict=True) if label < 1.0]

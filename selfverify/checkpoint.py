@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +117,11 @@ def save_bundle(
 
 
 def load_bundle(
-    path: Path, spec: ModelSpec | None = None
+    path: Path, specs: Mapping[str, ModelSpec] | None = None
 ) -> tuple[dict[str, torch.nn.Module], dict[str, PreTrainedTokenizerBase], dict[str, Any]]:
-    """The models, their tokenizers (by name) and the state ``save_bundle`` wrote."""
+    """The models, their tokenizers (by name) and the state ``save_bundle`` wrote; each model in the
+    dtype and on the device of its spec in ``specs`` (by name; float32 on the CPU when absent)."""
     models, tokenizers = {}, {}
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):
-        models[sub.name], tokenizers[sub.name] = load_pretrained(sub, spec)
+        models[sub.name], tokenizers[sub.name] = load_pretrained(sub, (specs or {}).get(sub.name))
     return models, tokenizers, torch.load(path / STATE_FILE, weights_only=False)

@@ -86,6 +86,8 @@ class RLConfig:
     lam_critic: float = 1.0  # λ for the value targets (VAPO's decoupled GAE; set equal to lam for PPO)
     length_adaptive_alpha: float | None = None  # VAPO: λ_policy = 1 − 1/(α·|y|) per response
     critic_lr: float = 1e-4
+    # The critic's own model (its backbone, with a value head); path unset: a copy of the policy.
+    critic_model: ModelSpec = field(default_factory=ModelSpec)
     value_clip: float = 0.2
     value_pretrain_steps: int = 0  # VAPO: train the critic alone on Monte-Carlo returns first
     # DAPO.
@@ -138,6 +140,11 @@ class RoundsConfig:
     judge_batch_size: int = 256  # prompts per judge generation batch
     # The judge's own model (verifier and meta-verifier); path unset: a copy of the cold-started generator.
     judge_model: ModelSpec = field(default_factory=ModelSpec)
+    # The meta-verifier's own model; path unset: the judge model meta-verifies too (DeepSeekMath-V2).
+    meta_model: ModelSpec = field(default_factory=ModelSpec)
+    # A ProcessBench-format file ({"problem", "steps", "label"} per line): labelled solutions that join
+    # the judge's cold-start pool beside the generator's own rule-labelled samples.
+    judge_seed: str | None = None
     # Per round (the generator's rl.steps are split evenly over the rounds).
     verifier_rl_steps: int = 10
     meta_rl_steps: int = 10
@@ -300,6 +307,10 @@ def check_choices(cfg: Config) -> None:
         "model.device": (cfg.model.device, DEVICES),
         "loop.judge_model.dtype": (cfg.loop.judge_model.dtype, tuple(DTYPES)),
         "loop.judge_model.device": (cfg.loop.judge_model.device, DEVICES),
+        "loop.meta_model.dtype": (cfg.loop.meta_model.dtype, tuple(DTYPES)),
+        "loop.meta_model.device": (cfg.loop.meta_model.device, DEVICES),
+        "rl.critic_model.dtype": (cfg.rl.critic_model.dtype, tuple(DTYPES)),
+        "rl.critic_model.device": (cfg.rl.critic_model.device, DEVICES),
         "rl.advantage": (cfg.rl.advantage, ADVANTAGES),
         "rl.policy_loss": (cfg.rl.policy_loss, tuple(sorted(POLICY_LOSSES))),
         "rl.agg_mode": (cfg.rl.agg_mode, AGG_MODES),
@@ -327,6 +338,11 @@ def check_choices(cfg: Config) -> None:
     for key, value in counts.items():
         if value < 1:
             raise ConfigError(f"config key '{key}': {value!r} must be at least 1")
+    if cfg.loop.judge_seed is not None and cfg.task.name not in ("gsm8k", "math"):
+        raise ConfigError(
+            f"config key 'loop.judge_seed': seed data is read for task=gsm8k or task=math, not "
+            f"{cfg.task.name!r} (whose own samples the rule labels exactly)"
+        )
     if cfg.rl.dual_clip_c is not None and cfg.rl.dual_clip_c <= 1:
         raise ConfigError(f"config key 'rl.dual_clip_c': {cfg.rl.dual_clip_c!r} must be > 1 (or null: off)")
     if cfg.rl.kl_coef < 0:

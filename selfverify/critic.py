@@ -2,8 +2,9 @@
 
 A separate model (rather than a head on the policy) keeps the policy's gradients clean and lets the
 critic be pretrained alone (VAPO's value pretraining). It starts from the cold-started policy's
-weights, as PPO for language models usually does. V_t is read at the position that predicts response
-token t, i.e. the value of the state just before the token is emitted.
+weights, as PPO for language models usually does, or from a model of its own (``rl.critic_model``)
+that reads the policy's tokens, so it must share the policy's vocabulary. V_t is read at the position
+that predicts response token t, i.e. the value of the state just before the token is emitted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel
 
+from selfverify.models import ModelSpec, load_model
 from selfverify.rollout import Rollout
 
 HEAD_FILE = "value_head.safetensors"
@@ -32,6 +34,21 @@ class ValueModel(torch.nn.Module):
     def from_policy(cls, policy: torch.nn.Module) -> ValueModel:
         critic = cls(copy.deepcopy(policy.get_decoder()))
         return critic.to(device=policy.device, dtype=policy.dtype)
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec, policy: torch.nn.Module, seed: int) -> ValueModel:
+        """The critic ``rl.critic_model`` names: a copy of ``policy`` when its path is unset, else that
+        model's backbone, which must embed every token id of the policy's vocabulary."""
+        if spec.path is None:
+            return cls.from_policy(policy)
+        model, _ = load_model(spec, seed)
+        have, need = model.get_input_embeddings().num_embeddings, policy.get_input_embeddings().num_embeddings
+        if have < need:
+            raise ValueError(
+                f"rl.critic_model {spec.path}: embeds {have} token ids, the policy's vocabulary has {need}; "
+                "a critic reads the policy's tokens, so it needs the same tokenizer"
+            )
+        return cls(model.get_decoder()).to(device=model.device, dtype=model.dtype)
 
     def forward(self, batch: Rollout) -> torch.Tensor:
         """Values [B, T] for the response tokens of ``batch``."""

@@ -237,10 +237,13 @@ def test_processbench_seed(gsm8k: MathDatasetTask, capsys: pytest.CaptureFixture
         "He uses 5, so 36 - 5 = 31 eggs are left.",
         "The answer is 31.",
     ]
-    # Without a reference answer only the arithmetic labels steps: it agrees on arithmetic errors and
-    # misses the logic error of pb-logic.
-    rule = {p.id: gsm8k.check(p, "\n".join(s)).earliest_error for p, s, _ in seed}
-    assert {k: v for k, v in rule.items() if v != labels[k]} == {"pb-logic": -1}
+    # The task now labels exactly these solutions by the file, even pb-logic's logic error, which the
+    # rule (without a reference answer it checks arithmetic only) misses; an edited solution gets the rule.
+    checks = {p.id: gsm8k.check(p, "\n".join(s)) for p, s, _ in seed}
+    assert {k: c.earliest_error for k, c in checks.items()} == labels
+    assert checks["pb-ok"].correct and not checks["pb-logic"].correct
+    problem, steps, _ = next(item for item in seed if item[0].id == "pb-logic")
+    assert gsm8k.check(problem, "\n".join([*steps, "So 1 + 1 = 2."])).earliest_error == -1
     with pytest.raises(RecordError) as info:
         gsm8k.processbench_seed(FIXTURES / "processbench_sample.jsonl", on_error="fail")
     assert info.value.line_no == 6

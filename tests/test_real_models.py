@@ -10,7 +10,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+from selfverify.checkpoint import STATE_FILE
 from selfverify.config import config_dir, load_config
+from selfverify.critic import ValueModel
 from selfverify.loop import main
 from selfverify.models import ModelSpec, chat_prompter, load_model, stop_token_ids
 from selfverify.rollout import encode_pairs, response_logprobs, sample
@@ -169,3 +171,44 @@ def test_any_instruct_model_is_a_prompted_judge_for_the_score_cli(
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3 and all(r["parsed"] is False for r in rows)  # a random model's text: R_format 0
     assert "acc_corr" in capsys.readouterr().out
+
+
+def test_judge_meta_verifier_and_critic_may_each_be_a_model_of_their_own_with_seed_data(
+    tmp_path: Path, qwen_dir: Path, llama_dir: Path
+) -> None:
+    """Generator and judge Qwen2, a Llama meta-verifier, a Qwen2 critic (PPO), and ProcessBench seed
+    records in the judge's pool, labelled by their file."""
+    seed = tmp_path / "seed.jsonl"
+    records = [
+        {"id": "s0", "problem": "What is 2 + 3?", "steps": ["2 + 3 = 5", "The answer is 5."], "label": -1},
+        {"id": "s1", "problem": "What is 4 * 2?", "steps": ["4 * 2 = 6", "The answer is 6."], "label": 0},
+    ]
+    seed.write_text("".join(json.dumps(r) + "\n" for r in records))
+    own = [
+        f"model.path={qwen_dir}", f"loop.judge_model.path={qwen_dir}", f"loop.meta_model.path={llama_dir}",
+        f"rl.critic_model.path={qwen_dir}", "rl.advantage=gae", "rl.lam=1.0", f"loop.judge_seed={seed}",
+        "model.device=cpu", "model.dtype=float32",
+        "loop.judge_model.device=cpu", "loop.judge_model.dtype=float32",
+        "task.source=null", "task.heldout_source=null", "task.n_heldout=1",
+    ]  # fmt: skip
+    summary = run_recipe(tmp_path, "gsm8k_gpu.yaml", [*own, *TINY_LOOP])
+    assert len(summary["rounds"]) == 1
+    run = tmp_path / "gsm8k_gpu.yaml"
+    latest = run / "checkpoints" / "latest"
+    assert {p.name for p in latest.iterdir() if p.is_dir()} == {"generator", "judge", "meta"}
+    assert json.loads((latest / "meta" / "config.json").read_text())["model_type"] == "llama"
+    state = torch.load(latest / STATE_FILE, weights_only=False)
+    assert {p.id for p, _ in state["pool"]} >= {"s0", "s1"}  # the seed joins the generator's samples
+    phases = {json.loads(line)["phase"] for line in (run / "metrics.jsonl").read_text().splitlines()}
+    assert {"judge_sft", "meta_sft", "verifier_rl", "meta_rl", "rl"} <= phases
+
+
+def test_a_critic_must_read_the_policys_vocabulary(tmp_path: Path, llama_dir: Path) -> None:
+    tiny, tiny_tok = load_model(ModelSpec(), seed=0)  # the character model: about 100 token ids
+    critic = ValueModel.from_spec(ModelSpec(path=str(llama_dir)), tiny, seed=0)  # 49k ids: enough
+    assert critic.head.in_features == SHAPE["hidden_size"]
+    tiny.save_pretrained(tmp_path / "tiny")
+    tiny_tok.save_pretrained(tmp_path / "tiny")
+    policy, _ = load_model(ModelSpec(path=str(llama_dir)), seed=0)
+    with pytest.raises(ValueError, match="same tokenizer"):
+        ValueModel.from_spec(ModelSpec(path=str(tmp_path / "tiny")), policy, seed=0)

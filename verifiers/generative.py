@@ -452,3 +452,18 @@ class MetaVerifier(LMJudge):
     ) -> list[tuple[float, bool]]:
         texts = self.generate(prompts, greedy=greedy, temperature=temperature, seed=seed)
         return [self.fmt.parse_meta(t) for t in texts]
+
+    def meta_verify(
+        self,
+        problem_texts: Sequence[str],
+        steps: Sequence[Sequence[str]],
+        analyses: Sequence[str],
+        *,
+        greedy: bool = True,
+        seed: int | None = None,
+    ) -> list[tuple[float, bool]]:
+        """(meta score, parsed) of each analysis of a solution, prompted in this judge's format."""
+        prompts = [
+            self.fmt.meta_prompt(q, s, a) for q, s, a in zip(problem_texts, steps, analyses, strict=True)
+        ]
+        return self.judge(prompts, greedy=greedy, seed=seed)

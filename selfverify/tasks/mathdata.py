@@ -200,6 +200,8 @@ class MathDatasetTask:
         self.name = kind
         self.kind: MathKind = kind
         self.prompter = prompter
+        # Seed data read by processbench_seed: (problem, steps) -> the file's earliest wrong step.
+        self._seed_labels: dict[tuple[MathProblem, tuple[str, ...]], int] = {}
         records = self._load(source, split, cache_dir)
         if heldout_source is not None:
             self._heldout = self._load(heldout_source, heldout_split, cache_dir)
@@ -241,9 +243,15 @@ class MathDatasetTask:
         return split_steps(solution)
 
     def check(self, problem: MathProblem, solution: str) -> StepCheck:
-        """The rule's labels (see the module docstring). A problem without a reference answer (the
-        judge's seed data) has its answer left ungraded: ``correct`` is False, no step blamed for it."""
+        """The rule's labels (see the module docstring), or for a solution read by
+        :meth:`processbench_seed` its file's label (``correct``: no wrong step). Any other solution of
+        a problem without a reference answer has its answer left ungraded: ``correct`` is False, no
+        step blamed for it."""
         steps = self.split_steps(solution)
+        seeded = self._seed_labels.get((problem, tuple(steps)))
+        if seeded is not None:
+            labels = [seeded == -1 or i < seeded for i in range(len(steps))]
+            return StepCheck(steps, labels, seeded, stated_answer(steps), seeded == -1)
         ok = arithmetic_holds(problem.question, steps)
         answer = stated_answer(steps)
         correct = answers_equal(answer, problem.answer)
@@ -308,7 +316,8 @@ class MathDatasetTask:
 
         Malformed or unlabelled records are reported with their line number (a warning with
         ``on_error="skip"``, a :class:`~selfverify.io.RecordError` with ``"fail"``). The problems have
-        no reference answer or solution.
+        no reference answer or solution; from then on :meth:`check` labels exactly these steps by the
+        file (the loop's ``loop.judge_seed``).
         """
         # Imported here: selfverify.score pulls in torch, which nothing else of this task needs.
         from selfverify.score import parse_record
@@ -323,5 +332,11 @@ class MathDatasetTask:
                 report_record_error(RecordError(path, line_no, str(exc)), on_error)
                 continue
             problem = self.problem(str(item.id), item.input.problem, "", "")
-            out.append((problem, list(item.input.steps), item.label))
+            # One line per step, as the loop's solutions are: a step's own line breaks become spaces.
+            steps = [" ".join(step.split()) for step in item.input.steps]
+            if not all(steps):
+                report_record_error(RecordError(path, line_no, "an empty step"), on_error)
+                continue
+            self._seed_labels[(problem, tuple(steps))] = item.label
+            out.append((problem, steps, item.label))
         return out
