@@ -21,7 +21,6 @@ models and the state after each finished phase).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import random
 import time
@@ -33,12 +32,12 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from selfverify.checkpoint import CheckpointError, load_bundle, recover, save_bundle, write_atomically
+from selfverify.backends import Backend, make_backend
+from selfverify.checkpoint import STATE_FILE, CheckpointError, recover, save_bundle, write_atomically
 from selfverify.coldstart import demonstrations
 from selfverify.config import Config
-from selfverify.critic import ValueModel
 from selfverify.evaluate import evaluate_generator
-from selfverify.models import ModelSpec, chat_prompter, load_model, load_pretrained
+from selfverify.models import ModelSpec, chat_prompter
 from selfverify.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
@@ -47,20 +46,18 @@ from selfverify.rewards import (
     verifier_reward,
 )
 from selfverify.rl import (
-    Learner,
     ProblemSource,
     Scored,
     StepRewards,
-    frozen_copy,
     rl_step,
     uses_critic,
     value_pretrain_step,
 )
-from selfverify.rollout import Rollout, encode_by_length, line_end_tokens, sample_texts
+from selfverify.rollout import Rollout, line_end_tokens
 from selfverify.tasks import Task, make_task
 from selfverify.tasks.base import TaskProblem as Problem
 from selfverify.tracking import Tracker
-from selfverify.trainer import make_optimizer, sft_step
+from selfverify.workers import LMWorker
 from verifiers.generative import (
     GenerativeVerifier,
     JudgeFormat,
@@ -135,12 +132,10 @@ def generator_tokens(cfg: Config) -> int:
 
 
 def generate_samples(
-    cfg: Config, world: World, generator: torch.nn.Module, tok: Any, problems: Sequence[Problem], seed: int
+    cfg: Config, world: World, generator: LMWorker, problems: Sequence[Problem], seed: int
 ) -> list[tuple[str, ...]]:
     """One temperature-1 sample per problem, as solution steps (batched)."""
-    texts = sample_texts(
-        generator,
-        tok,
+    texts = generator.generate_texts(
         [p.prompt for p in problems],
         max_new_tokens=generator_tokens(cfg),
         batch_size=cfg.eval_batch_size,
@@ -170,33 +165,49 @@ def truth_labelled(world: World, problem: Problem, steps: Sequence[str]) -> Labe
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     """Run (or resume) the loop; returns the summary written to ``summary.json``."""
-    clock = [time.time()]  # wall time not yet added to state["wall"]
+    clock = time.time()
+    recover(run_dir / "checkpoints" / "latest")
+    backend = make_backend(cfg.backend, cfg.threads)
+    try:
+        return _run(cfg, run_dir, backend, clock, progress)
+    finally:
+        backend.shutdown()
+
+
+def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: bool) -> dict[str, Any]:
+    clock = [start]  # wall time not yet added to state["wall"]
     lc, ckpt = cfg.loop, run_dir / "checkpoints"
-    recover(ckpt / "latest")
     fmt_name = judge_format_name(cfg)
     specs = model_specs(cfg)
+
+    def spawn_saved(bundle: Path) -> dict[str, LMWorker]:
+        names = sorted(p.name for p in bundle.iterdir() if p.is_dir())
+        return {name: backend.spawn(name, specs[name], cfg.seed, path=bundle / name) for name in names}
+
     if (ckpt / "latest").exists():
-        models, toks, state = load_bundle(ckpt / "latest", specs)
+        state = torch.load(ckpt / "latest" / STATE_FILE, weights_only=False)
         require_version(make_format(fmt_name), state["judge_format"], str(ckpt / "latest"))
+        workers = spawn_saved(ckpt / "latest")
     elif cfg.init_from is not None and (Path(cfg.init_from) / "judge").is_dir():
         # A loop's cold start (a run with loop.rounds=0): generator, judge and seed pool, so the
         # rounds start at once. Studies share one per seed across reward modes.
-        models, toks, state = load_bundle(Path(cfg.init_from), specs)
+        state = torch.load(Path(cfg.init_from) / STATE_FILE, weights_only=False)
         require_version(make_format(fmt_name), state["judge_format"], str(cfg.init_from))
         if (state["phase"], state["round"]) != ("verifier", 0):
             raise CheckpointError(
                 f"init_from={cfg.init_from}: not a checkpoint taken right after the judge cold start"
             )
         state.update(lines=0, rounds=[], wall=0.0, phase_seconds={})
-    else:
-        generator, tok = load_model(cfg.model, cfg.seed)
-        models, toks = {"generator": generator}, {"generator": tok}
+        workers = spawn_saved(Path(cfg.init_from))
+    else:  # init_from, an HF model directory: a given cold-started policy (no SFT)
+        workers = {"generator": backend.spawn("generator", cfg.model, cfg.seed, path=cfg.init_from)}
         state = {"phase": "cold_start", "round": 0, "lines": 0, "figures": {}, "rounds": [], "wall": 0.0}
         fmt0 = make_format(fmt_name)  # the judge's analyses' format: checked when loaded
         state["judge_format"] = {"format": fmt0.name, "format_version": fmt0.version}
         state["auto"] = []  # the latest round's auto-labelled verifier data
     tracker = Tracker(run_dir, cfg, keep=state["lines"])
-    tok = toks["generator"]
+    generator = workers["generator"]
+    tok = generator.get_tokenizer()
     task = make_task(cfg.task, chat_prompter(tok, cfg.model))
     # Labelled solutions from a file (ProcessBench format); the task labels exactly those by the file.
     seed_data = task.processbench_seed(lc.judge_seed, on_error="fail") if lc.judge_seed else []
@@ -207,21 +218,19 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     heldout = task.heldout(cfg.task.n_heldout, cfg.seed)
     exclude = set(heldout)
     figures: dict[str, Any] = state["figures"]
-    generator = models["generator"]
 
     def save(phase: str, **updates: Any) -> None:
-        """Checkpoint all three models and the state: a killed run resumes at ``phase``."""
+        """Checkpoint every model and the state: a killed run resumes at ``phase``."""
         now = time.time()
         seconds = state.setdefault("phase_seconds", {})  # where the wall time went, per phase
         seconds[state["phase"]] = seconds.get(state["phase"], 0.0) + now - clock[0]
         state.update(phase=phase, lines=tracker.count, wall=state["wall"] + now - clock[0], **updates)
         clock[0] = now
-        save_bundle(ckpt / "latest", models, toks, state)
+        save_bundle(ckpt / "latest", workers, state)
 
     def evaluate() -> dict[str, float]:
         return evaluate_generator(
             generator,
-            tok,
             task,
             heldout,
             max_new_tokens=generator_tokens(cfg),
@@ -239,49 +248,44 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         )
 
     # 1. Generator cold start (or a given cold-started policy: init_from, an HF model directory).
-    if state["phase"] == "cold_start" and cfg.init_from is not None:
-        # Its own tokenizer: the model's vocabulary.
-        generator, tok = load_pretrained(cfg.init_from, cfg.model)
-        models["generator"], toks["generator"] = generator, tok
-    elif state["phase"] == "cold_start":
-        opt, sched = make_optimizer(
-            generator, cfg.sft.lr, warmup_steps=cfg.sft.warmup_steps, total_steps=cfg.sft.steps
-        )
-        for step in tqdm(range(cfg.sft.steps), desc="generator cold start (SFT)", disable=not progress):
-            m = sft_step(
-                generator, opt, sched, encode_by_length(tok, *demonstrations(cfg, task, step, exclude, fmt))
-            )
-            tracker.log("sft", step + 1, m)
     if state["phase"] == "cold_start":
+        if cfg.init_from is None:
+            sft = cfg.sft
+            generator.start_sft(sft.lr, warmup_steps=sft.warmup_steps, total_steps=sft.steps)
+            for step in tqdm(range(sft.steps), desc="generator cold start (SFT)", disable=not progress):
+                m = generator.sft_step(*demonstrations(cfg, task, step, exclude, fmt))
+                tracker.log("sft", step + 1, m)
+            generator.end_training()
         cold = evaluate()
         figures["cold_start_accuracy"] = cold["accuracy"]
         tracker.log("eval", 0, cold)
-        if lc.judge_model.path is None:  # the judge starts as the cold-started generator
-            models["judge"], toks["judge"] = copy.deepcopy(generator), tok
-        else:  # a model of its own (e.g. a larger instruct model)
-            models["judge"], toks["judge"] = load_model(lc.judge_model, cfg.seed)
-        if lc.meta_model.path is not None:
-            models["meta"], toks["meta"] = load_model(lc.meta_model, cfg.seed)
         save("judges")
-    judge_tok = toks["judge"]
+    if "judge" not in workers:
+        # The judge starts as the cold-started generator (as saved), or is a model of its own (e.g. a
+        # larger instruct model); so may the meta-verifier be.
+        copied = ckpt / "latest" / "generator" if lc.judge_model.path is None else None
+        workers["judge"] = backend.spawn("judge", specs["judge"], cfg.seed, path=copied)
+        if lc.meta_model.path is not None:
+            workers["meta"] = backend.spawn("meta", specs["meta"], cfg.seed)
     # By default one judge model is both the verifier (prompts ending ``#V``) and the meta-verifier
     # (``#M``), as in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis
     # needs the same skill as writing one, and one model trains once.
-    meta_name = "meta" if "meta" in models else "judge"
+    meta_name = "meta" if "meta" in workers else "judge"
+    judge_tok, meta_tok = workers["judge"].get_tokenizer(), workers[meta_name].get_tokenizer()
     world = World(
         task,
         make_format(fmt_name, task, chat_prompter(judge_tok, specs["judge"])),
-        make_format(fmt_name, task, chat_prompter(toks[meta_name], specs["meta"])),
+        make_format(fmt_name, task, chat_prompter(meta_tok, specs["meta"])),
     )
     fmt = world.fmt
     judge_kw = {"max_new_tokens": lc.judge_max_new_tokens, "batch_size": lc.judge_batch_size}
-    verifier = GenerativeVerifier(models["judge"], judge_tok, fmt=fmt, **judge_kw)
-    meta = MetaVerifier(models[meta_name], toks[meta_name], fmt=world.meta_fmt, **judge_kw)
+    verifier = GenerativeVerifier(workers["judge"], fmt=fmt, **judge_kw)
+    meta = MetaVerifier(workers[meta_name], fmt=world.meta_fmt, **judge_kw)
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
     pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
     def labelled_pool() -> list[Labelled]:
-        samples = generate_samples(cfg, world, generator, tok, pool_problems, seed=cfg.seed * 7 + 1)
+        samples = generate_samples(cfg, world, generator, pool_problems, seed=cfg.seed * 7 + 1)
         return [truth_labelled(world, p, s) for p, s in zip(pool_problems, samples, strict=True)]
 
     def meta_items(items: Sequence[Labelled], seed: int) -> list[MetaItem]:
@@ -303,11 +307,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
 
     def judge_sft(batches: Callable[[int, random.Random], list[Example]], steps: int, lr: float) -> None:
         """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step."""
-        warmup = min(20, steps // 5)
-        opts = {
-            k: make_optimizer(j.model, lr, warmup_steps=warmup, total_steps=steps)
-            for k, j in trainees.items()
-        }
+        for judge in trainees.values():
+            judge.lm.start_sft(lr, warmup_steps=min(20, steps // 5), total_steps=steps)
         rng = random.Random(f"{cfg.seed}-judge_sft-{state['round']}")
         desc = f"round {state['round']}: judge_sft" if state["phase"] != "judges" else "cold start: judge_sft"
         for step in tqdm(range(steps), desc=desc, disable=not progress):
@@ -317,9 +318,10 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
                 if not part:
                     continue
                 prompts, targets = zip(*part, strict=True)
-                batch = encode_by_length(judge.tokenizer, list(prompts), list(targets))
-                m = sft_step(judge.model, *opts[phase], batch)
+                m = judge.lm.sft_step(list(prompts), list(targets))
                 tracker.log(phase, step + 1, m | {"round": float(state["round"])})
+        for judge in trainees.values():
+            judge.lm.end_training()
 
     def meta_example(problem: Problem, steps: Sequence[str], rng: random.Random) -> Example:
         """A faithful or an unfaithful analysis of the solution (even odds) and its faithful
@@ -441,17 +443,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             value_pretrain_steps=0,
             pos_lm_coef=0.0,
         )
-        opt, sched = make_optimizer(judge.model, lc.judge_rl_lr)
         # rl.kl_coef > 0: the KL penalty to the judge as this phase found it.
-        ref = frozen_copy(judge.model) if jcfg.kl_coef > 0 else None
-        learner = Learner(judge.model, opt, sched, ref=ref)
+        judge.lm.start_rl(lc.judge_rl_lr, reference=jcfg.kl_coef > 0)
+        pad_id = (judge_tok if judge is verifier else meta_tok).pad_token_id
         rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
         for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
             batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
-            m = rl_step(
-                learner, judge.tokenizer, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step
-            )
+            m = rl_step(judge.lm, pad_id, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step)
             tracker.log(f"{tag}_rl", state["round"] * steps + step + 1, m)
+        judge.lm.end_training()
 
     # 3. Rounds. The generator's rl.steps are split evenly over them.
     per_round = cfg.rl.steps // max(lc.rounds, 1)  # loop.rounds=0: the cold starts only
@@ -477,21 +477,25 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             judge_rl(meta, meta_data, meta_reward_fn, lc.meta_rl_steps, "meta")
             save("generator", step=0)
         if state["phase"] == "generator":
-            opt, sched = make_optimizer(generator, cfg.rl.lr, warmup_steps=cfg.rl.warmup_steps)
-            # rl.kl_coef > 0: the reference is the generator at the start of the round, as in DeepSeekMath's
-            # iterative GRPO (§4.1.3), which resets π_ref to the policy before each iteration.
-            ref = frozen_copy(generator) if cfg.rl.kl_coef > 0 else None
-            learner = Learner(generator, opt, sched, ref=ref)
             rl = dataclasses.replace(cfg.rl, max_new_tokens=generator_tokens(cfg))
-            if uses_critic(rl):  # PPO/VAPO: a fresh critic from the current policy each round
-                learner.critic = ValueModel.from_spec(rl.critic_model, generator, cfg.seed)
-                learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=rl.critic_lr)
+            # rl.kl_coef > 0: the reference is the generator at the start of the round, as in DeepSeekMath's
+            # iterative GRPO (§4.1.3), which resets π_ref to the policy before each iteration. PPO/VAPO: a
+            # fresh critic from the current policy (or rl.critic_model) each round.
+            generator.start_rl(
+                rl.lr,
+                warmup_steps=rl.warmup_steps,
+                reference=rl.kl_coef > 0,
+                critic=rl.critic_model if uses_critic(rl) else None,
+                critic_lr=rl.critic_lr,
+                seed=cfg.seed,
+            )
+            if uses_critic(rl):
                 for step in tqdm(
                     range(rl.value_pretrain_steps), desc=f"round {r}: value pretraining", disable=not progress
                 ):
                     m = value_pretrain_step(
-                        learner,
-                        tok,
+                        generator,
+                        tok.pad_token_id,
                         rl,
                         source_for(f"vp-{r}-{step}"),
                         generator_reward_fn,
@@ -502,17 +506,23 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             for step in tqdm(range(per_round), desc=f"round {r}: generator RL", disable=not progress):
                 g = first + step
                 m = rl_step(
-                    learner, tok, rl, source_for(f"rl-{g}"), generator_reward_fn, cfg.seed * 1_000_003 + g
+                    generator,
+                    tok.pad_token_id,
+                    rl,
+                    source_for(f"rl-{g}"),
+                    generator_reward_fn,
+                    cfg.seed * 1_000_003 + g,
                 )
                 tracker.log("rl", g + 1, m)
                 if (step + 1) % cfg.rl.eval_every == 0 and step + 1 < per_round:
                     tracker.log("eval", g + 1, evaluate())
+            generator.end_training()
             save("scaled")
         if state["phase"] == "scaled":
             problems = task.train_problems(
                 lc.scaled_samples, seed=cfg.seed, tag=f"scaled-{r}", exclude=exclude
             )
-            samples = generate_samples(cfg, world, generator, tok, problems, seed=cfg.seed * 7 + 100 + r)
+            samples = generate_samples(cfg, world, generator, problems, seed=cfg.seed * 7 + 100 + r)
             auto, stats = scaled_verification(
                 cfg, world, verifier, meta, problems, samples, seed=cfg.seed * 7 + 200 + r
             )
@@ -525,7 +535,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             figures_r = {
                 "round": r,
                 **state["scaled_stats"],
-                **evaluate_judges(cfg, world, generator, tok, verifier, meta, heldout),
+                **evaluate_judges(cfg, world, generator, verifier, meta, heldout),
             }
             gen = evaluate()
             figures_r |= {
@@ -536,7 +546,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
             tracker.log("round", r + 1, figures_r)
             state["rounds"].append(figures_r)
             save("verifier", round=r + 1)
-    if "judge" in models:  # python -m selfverify.score --verifier <run dir>/judge
+    if "judge" in workers:  # python -m selfverify.score --verifier <run dir>/judge
         write_atomically(run_dir / "judge", verifier.save)
     final = state["rounds"][-1] if state["rounds"] else {}
     figures["final_accuracy"] = final.get("generator_accuracy")
@@ -622,8 +632,7 @@ def scaled_verification(
 def evaluate_judges(
     cfg: Config,
     world: World,
-    generator: torch.nn.Module,
-    tok: Any,
+    generator: LMWorker,
     verifier: GenerativeVerifier,
     meta: MetaVerifier,
     heldout: Sequence[Problem],
@@ -632,7 +641,7 @@ def evaluate_judges(
     reward-hacking signal: mean verifier score minus mean true score of the same samples."""
     problems = list(heldout[: cfg.loop.eval_samples])
     task, fmt = world.task, world.fmt
-    samples = generate_samples(cfg, world, generator, tok, problems, seed=cfg.seed * 7 + 999)
+    samples = generate_samples(cfg, world, generator, problems, seed=cfg.seed * 7 + 999)
     verdicts = verifier.analyse([p.text for p in problems], samples)
     checks = [task.check(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
     truth = [task.true_score(p, c) for p, c in zip(problems, checks, strict=True)]

@@ -18,11 +18,11 @@ import torch
 
 from selfverify.config import load_config
 from selfverify.evaluate import evaluate_generator
-from selfverify.models import chat_prompter, load_model
-from selfverify.rl import Learner, rl_step
-from selfverify.rollout import encode_by_length, sample
+from selfverify.models import chat_prompter
+from selfverify.rl import rl_step
+from selfverify.rollout import encode_by_length
 from selfverify.tasks import make_task
-from selfverify.trainer import make_optimizer, sft_step
+from selfverify.workers import build
 
 
 def main() -> None:
@@ -37,7 +37,8 @@ def main() -> None:
     args = parser.parse_args()
     cfg = load_config(args.config, [f"model.path={args.model}", f"task.name={args.task}"])
     torch.set_num_threads(cfg.threads)
-    model, tok = load_model(cfg.model, cfg.seed)
+    worker = build(cfg.model, cfg.seed)
+    tok = worker.tokenizer
     task = make_task(cfg.task, chat_prompter(tok, cfg.model))
     heldout = task.heldout(args.heldout, cfg.seed)
     problems = task.train_problems(args.batch, seed=cfg.seed, tag="bench", exclude=set(heldout))
@@ -45,40 +46,40 @@ def main() -> None:
 
     start = time.perf_counter()
     zero_shot = evaluate_generator(
-        model, tok, task, heldout, max_new_tokens=args.new_tokens, batch_size=cfg.eval_batch_size
+        worker, task, heldout, max_new_tokens=args.new_tokens, batch_size=cfg.eval_batch_size
     )
     eval_s = time.perf_counter() - start
 
     start = time.perf_counter()
-    out = sample(model, tok, prompts, max_new_tokens=args.new_tokens, seed=0)
+    out = worker.generate(prompts, max_new_tokens=args.new_tokens, seed=0)
     gen_s = time.perf_counter() - start
     generated = int(out.lengths.sum())
 
     # Training: one SFT step on demonstrations (every token of prompt and response goes through the
     # forward and backward pass; the loss reads the response tokens).
-    opt, sched = make_optimizer(model, 1e-12)
-    batch = encode_by_length(tok, prompts, [task.demonstration(p, direct=False) for p in problems])
+    worker.start_sft(1e-12, warmup_steps=0, total_steps=1)
+    demos = [task.demonstration(p, direct=False) for p in problems]
     start = time.perf_counter()
-    sft_step(model, opt, sched, batch)
+    worker.sft_step(prompts, demos)
     train_s = time.perf_counter() - start
-    trained = sum(int(b.attention_mask.sum()) for b in batch)
+    trained = sum(int(b.attention_mask.sum()) for b in encode_by_length(tok, prompts, demos))
 
     rl = cfg.rl
     rl.prompts_per_step, rl.group_size, rl.max_new_tokens = args.batch // 4, 4, args.new_tokens
-    learner = Learner(model, opt, sched)
+    worker.start_rl(1e-12)
 
     def reward(ps: list, rollout: object) -> tuple[torch.Tensor, torch.Tensor]:
         correct = torch.tensor([task.check(p, t).correct for p, t in zip(ps, rollout.texts, strict=True)])
         return correct.float(), correct
 
     start = time.perf_counter()
-    rl_step(learner, tok, rl, lambda _r: problems[: rl.prompts_per_step], reward, seed=1)
+    rl_step(worker, tok.pad_token_id, rl, lambda _r: problems[: rl.prompts_per_step], reward, seed=1)
     step_s = time.perf_counter() - start
     result = {
         "model": args.model,
         "task": args.task,
         "threads": cfg.threads,
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": sum(p.numel() for p in worker.model.parameters()),
         "zero_shot_heldout": {**zero_shot, "problems": len(heldout), "seconds": round(eval_s, 1)},
         "generation": {
             "responses": len(prompts),

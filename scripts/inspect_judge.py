@@ -18,6 +18,7 @@ from selfverify.checkpoint import load_bundle
 from selfverify.config import load_config
 from selfverify.rollout import sample_texts
 from selfverify.tasks import Problem, StepCheck, check_solution, heldout_split, split_steps
+from selfverify.workers import LMWorker
 from verifiers.base import Verdict
 from verifiers.generative import (
     GenerativeVerifier,
@@ -83,7 +84,8 @@ def main() -> None:
     require_format(state["judge_format"]["format_version"], str(latest))
     generator, judge = models["generator"], models["judge"]
     budget = cfg.loop.judge_max_new_tokens
-    verifier, meta = GenerativeVerifier(judge, tok, budget), MetaVerifier(judge, tok, budget)
+    lm = LMWorker(judge, tok)
+    verifier, meta = GenerativeVerifier(lm, budget), MetaVerifier(lm, budget)
     problems = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)[: args.n]
     texts = sample_texts(
         generator,

@@ -11,7 +11,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from safetensors import SafetensorError
@@ -98,19 +98,18 @@ def recover(path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def save_bundle(
-    path: Path,
-    models: dict[str, torch.nn.Module],
-    tokenizers: dict[str, PreTrainedTokenizerBase],
-    state: dict[str, Any],
-) -> None:
-    """Several models (one HF directory each, under their names, with its own tokenizer) and one
-    trainer state, written atomically together: a resumed run never sees a generator from one phase
-    and a verifier from another."""
+class Saves(Protocol):
+    def save(self, path: Path) -> None: ...
+
+
+def save_bundle(path: Path, models: Mapping[str, Saves], state: dict[str, Any]) -> None:
+    """Several models (one HF directory each, under their names, with its own tokenizer: each worker
+    writes its own) and one trainer state, written atomically together: a resumed run never sees a
+    generator from one phase and a verifier from another."""
 
     def write(tmp: Path) -> None:
         for name, model in models.items():
-            save_pretrained(model, tokenizers[name], tmp / name)
+            model.save(tmp / name)
         torch.save(state, tmp / STATE_FILE)
 
     write_atomically(path, write)

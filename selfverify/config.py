@@ -169,6 +169,21 @@ class RoundsConfig:
 
 
 @dataclass
+class BackendConfig:
+    """Where the workers live (selfverify.backends): ``local`` (in this process) or ``ray`` (actors)."""
+
+    name: str = "local"  # local | ray
+    # ray: a running cluster to join ("auto", or "ray://host:10001"); None: start a local instance
+    # bound to loopback.
+    address: str | None = None
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+    placement: str = "pack"  # pack: the workers on as few nodes as fit (colocated); spread: apart
+    dashboard: bool = False  # a local instance's dashboard (on 127.0.0.1)
+    start_timeout: float = 120.0  # seconds to wait for the workers' resources
+
+
+@dataclass
 class WandbConfig:
     enabled: bool = False
     project: str = "selfverify"
@@ -194,6 +209,7 @@ class Config:
     reward: RewardConfig = field(default_factory=RewardConfig)
     loop: RoundsConfig = field(default_factory=RoundsConfig)
     eval_batch_size: int = 256
+    backend: BackendConfig = field(default_factory=BackendConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
 
@@ -239,8 +255,8 @@ def _read_yaml(path: Path, what: str) -> DictConfig:
     return loaded
 
 
-# Whole-section shorthands on the command line: task=gsm8k, model=<path or hub name>.
-SHORTHANDS = {"task": "task.name", "model": "model.path"}
+# Whole-section shorthands on the command line: task=gsm8k, model=<path or hub name>, backend=ray.
+SHORTHANDS = {"task": "task.name", "model": "model.path", "backend": "backend.name"}
 
 
 def _read_override(item: str) -> DictConfig:
@@ -319,6 +335,8 @@ def check_choices(cfg: Config) -> None:
         "loop.labels": (cfg.loop.labels, ("auto", "truth")),
         "loop.judge_format": (cfg.loop.judge_format, (None, *FORMATS)),
         "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
+        "backend.name": (cfg.backend.name, ("local", "ray")),
+        "backend.placement": (cfg.backend.placement, ("pack", "spread")),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:

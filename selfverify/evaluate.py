@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
-from transformers import PreTrainedTokenizerBase
-
-from selfverify.rollout import sample
 from selfverify.tasks import Task
 from selfverify.tasks.base import TaskProblem
 
+if TYPE_CHECKING:
+    from selfverify.workers import LMWorker
+
 
 def evaluate_generator(
-    model: torch.nn.Module,
-    tokenizer: PreTrainedTokenizerBase,
+    generator: LMWorker,
     task: Task,
     problems: list[TaskProblem],
     *,
@@ -27,7 +26,7 @@ def evaluate_generator(
     correct = valid = length = 0.0
     for i in range(0, len(problems), batch_size):
         chunk = problems[i : i + batch_size]
-        out = sample(model, tokenizer, [p.prompt for p in chunk], max_new_tokens=max_new_tokens, greedy=True)
+        out = generator.generate([p.prompt for p in chunk], max_new_tokens=max_new_tokens, greedy=True)
         for p, text in zip(chunk, out.texts, strict=True):
             check = task.check(p, solution_of(text))
             correct += check.correct

@@ -18,6 +18,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from selfverify.backends import BackendError
 from selfverify.checkpoint import CheckpointError, CheckpointWriteError
 from selfverify.config import Config, ConfigError, load_config, to_yaml
 from selfverify.io import SourceError, atomic_write_json, atomic_write_text
@@ -94,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
         atomic_write_json(run_dir / "summary.json", summary)
         plot_curves(read_metrics(run_dir), run_dir / "curves.png")
-    # A checkpoint it cannot use or cannot write, a model or dataset it cannot load.
-    except (CheckpointError, CheckpointWriteError, SourceError) as err:
+    # A checkpoint it cannot use or cannot write, a model or dataset it cannot load, a worker lost.
+    except (CheckpointError, CheckpointWriteError, SourceError, BackendError) as err:
         console.print(f"[red]error:[/red] {err}")
         return 2
     except OSError as err:  # metrics or results could not be written: the checkpoints are as they were

@@ -5,19 +5,19 @@
     (+ critic update) -> metrics
 
 Everything objective-specific is chosen by name in ``RLConfig`` and computed by the pure functions
-in ``selfverify.algos``; this module only wires them to the models.
+in ``selfverify.algos``; this module only wires them to a worker (``selfverify.workers``), which
+samples, scores log-probs and updates its model: the step runs the same whether the worker is in this
+process or in a Ray actor.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
-from transformers import PreTrainedTokenizerBase
 
 from selfverify.algos import (
     gae_advantages,
@@ -33,9 +33,11 @@ from selfverify.algos import (
 )
 from selfverify.algos.utils import explained_variance
 from selfverify.config import RLConfig
-from selfverify.rollout import Rollout, concat_rollouts, response_logprobs, sample
+from selfverify.rollout import Rollout, concat_rollouts
 from selfverify.tasks import Problem
-from selfverify.trainer import policy_update, value_update
+
+if TYPE_CHECKING:
+    from selfverify.workers import LMWorker
 
 
 class StepRewards(NamedTuple):
@@ -59,25 +61,6 @@ class Scored(NamedTuple):
 RewardFn = Callable[[list[Problem], Rollout], Scored | tuple[torch.Tensor, torch.Tensor]]
 # Draws the prompts of one sampling round: round index -> problems.
 ProblemSource = Callable[[int], list[Problem]]
-
-
-@dataclass
-class Learner:
-    """The models and optimizers one RL run updates."""
-
-    policy: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    ref: torch.nn.Module | None = None  # frozen reference for the KL penalty
-    critic: torch.nn.Module | None = None  # value model for GAE estimators
-    critic_optimizer: torch.optim.Optimizer | None = None
-
-
-def frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
-    """A frozen copy of ``policy``: π_ref of the KL penalty, taken where an RL phase starts."""
-    ref = copy.deepcopy(policy).eval()
-    ref.requires_grad_(False)
-    return ref
 
 
 def uses_critic(cfg: RLConfig) -> bool:
@@ -105,8 +88,8 @@ def concat_step_rewards(parts: list[StepRewards]) -> StepRewards:
 
 
 def collect(
-    learner: Learner,
-    tok: PreTrainedTokenizerBase,
+    worker: LMWorker,
+    pad_id: int,
     cfg: RLConfig,
     source: ProblemSource,
     reward_fn: RewardFn,
@@ -124,9 +107,7 @@ def collect(
     while n_groups < cfg.prompts_per_step and rounds < max_rounds:
         problems = source(rounds)
         expanded = [p for p in problems for _ in range(cfg.group_size)]
-        rollout = sample(
-            learner.policy,
-            tok,
+        rollout = worker.generate(
             [p.prompt for p in expanded],
             max_new_tokens=cfg.max_new_tokens,
             temperature=cfg.temperature,
@@ -154,7 +135,7 @@ def collect(
     scores = [part[2] for part in kept]
     return Batch(
         problems=problems,
-        rollout=concat_rollouts([part[1] for part in kept], tok.pad_token_id),
+        rollout=concat_rollouts([part[1] for part in kept], pad_id),
         rewards=torch.cat([s.rewards for s in scores]),
         correct=torch.cat([s.correct for s in scores]),
         group_ids=torch.arange(len(problems)).repeat_interleave(cfg.group_size),
@@ -183,15 +164,16 @@ def task_token_rewards(
 
 
 def rl_step(
-    learner: Learner,
-    tok: PreTrainedTokenizerBase,
+    worker: LMWorker,
+    pad_id: int,
     cfg: RLConfig,
     source: ProblemSource,
     reward_fn: RewardFn,
     seed: int,
 ) -> dict[str, float]:
-    """Collect one batch and update the policy (and the critic) on it."""
-    b = collect(learner, tok, cfg, source, reward_fn, seed)
+    """Collect one batch and update the worker's policy (and critic) on it; ``pad_id``: its
+    tokenizer's pad token (batches of refill rounds are padded together)."""
+    b = collect(worker, pad_id, cfg, source, reward_fn, seed)
     rollout, mask = b.rollout, b.rollout.response_mask
     scores, steps = b.rewards.clone(), b.steps
     if cfg.overlong_buffer > 0:  # DAPO soft overlong punishment (with step rewards: on the last step)
@@ -203,11 +185,7 @@ def rl_step(
             shaped = steps.rewards.clone()
             shaped[rows, last] += penalty
             steps = steps._replace(rewards=shaped)
-    with torch.no_grad():
-        mb = cfg.micro_batch_size
-        old_lp = response_logprobs(learner.policy, rollout, cfg.temperature, mb)
-        ref_lp = None if learner.ref is None else response_logprobs(learner.ref, rollout, cfg.temperature, mb)
-        values = learner.critic(rollout) if learner.critic is not None else None
+    old_lp, ref_lp, values = worker.rollout_stats(rollout, cfg)
     kl_reward = None
     if ref_lp is not None and cfg.kl_in_reward:
         kl_reward = -cfg.kl_coef * kl_penalty(old_lp, ref_lp, cfg.kl_kind) * mask
@@ -241,7 +219,7 @@ def rl_step(
         seq_scores = scores + (masked_sum(kl_reward, mask, dim=-1) if kl_reward is not None else 0.0)
         extra = {}
         if cfg.advantage == "remax":
-            extra["baseline_scores"] = greedy_baseline(learner.policy, tok, cfg, b, reward_fn)
+            extra["baseline_scores"] = greedy_baseline(worker, cfg, b, reward_fn)
         advantages, _ = get_advantage_estimator(cfg.advantage)(
             scores=seq_scores, response_mask=mask, group_ids=b.group_ids, **extra
         )
@@ -251,10 +229,7 @@ def rl_step(
         train_batch = dataclasses.replace(
             rollout, response_mask=overlong_filter_mask(rollout.truncated, mask)
         )
-    metrics |= policy_update(
-        learner.policy,
-        learner.optimizer,
-        learner.scheduler,
+    metrics |= worker.update(
         train_batch,
         old_logprobs=old_lp,
         advantages=advantages,
@@ -262,11 +237,9 @@ def rl_step(
         cfg=cfg,
         seed=seed,
         positive=b.correct,
+        old_values=values,
+        returns=returns,
     )
-    if learner.critic is not None:
-        metrics |= value_update(
-            learner.critic, learner.critic_optimizer, train_batch, old_values=values, returns=returns, cfg=cfg
-        )
     return metrics | {
         "reward": b.rewards.mean().item(),
         "accuracy": b.correct.float().mean().item(),
@@ -278,33 +251,26 @@ def rl_step(
     }
 
 
-def greedy_baseline(
-    policy: torch.nn.Module, tok: PreTrainedTokenizerBase, cfg: RLConfig, b: Batch, reward_fn: RewardFn
-) -> torch.Tensor:
+def greedy_baseline(worker: LMWorker, cfg: RLConfig, b: Batch, reward_fn: RewardFn) -> torch.Tensor:
     """ReMax's baseline: the reward of a greedy decode of each prompt, repeated over its group."""
-    greedy = sample(
-        policy, tok, [p.prompt for p in b.problems], max_new_tokens=cfg.max_new_tokens, greedy=True
-    )
+    greedy = worker.generate([p.prompt for p in b.problems], max_new_tokens=cfg.max_new_tokens, greedy=True)
     baseline = Scored(*reward_fn(b.problems, greedy)).rewards
     return baseline.repeat_interleave(cfg.group_size)
 
 
 def value_pretrain_step(
-    learner: Learner,
-    tok: PreTrainedTokenizerBase,
+    worker: LMWorker,
+    pad_id: int,
     cfg: RLConfig,
     source: ProblemSource,
     reward_fn: RewardFn,
     seed: int,
 ) -> dict[str, float]:
     """VAPO value pretraining: fit the critic to Monte-Carlo returns (λ = 1) of the fixed policy."""
-    b = collect(learner, tok, dataclasses.replace(cfg, dynamic_sampling=False), source, reward_fn, seed)
+    b = collect(worker, pad_id, dataclasses.replace(cfg, dynamic_sampling=False), source, reward_fn, seed)
     mask = b.rollout.response_mask
-    with torch.no_grad():
-        values = learner.critic(b.rollout)
+    values = worker.values(b.rollout)
     token_rewards = task_token_rewards(b.rewards, b.steps, mask)
     _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=1.0)
-    m = value_update(
-        learner.critic, learner.critic_optimizer, b.rollout, old_values=values, returns=returns, cfg=cfg
-    )
+    m = worker.update_critic(b.rollout, old_values=values, returns=returns, cfg=cfg)
     return m | {"value_explained_variance": float(explained_variance(values, returns, mask))}

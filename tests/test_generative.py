@@ -12,6 +12,7 @@ from selfverify.checkpoint import CheckpointError
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.score import main as score_main
 from selfverify.tasks import Problem, check_solution
+from selfverify.workers import LMWorker
 from verifiers.base import Verdict, VerifyInput
 from verifiers.generative import (
     GenerativeVerifier,
@@ -355,7 +356,7 @@ ITEMS = [
 
 def tiny_verifier() -> GenerativeVerifier:
     tok = build_char_tokenizer()
-    return GenerativeVerifier(build_model(SPEC, tok, 0), tok, max_new_tokens=10)
+    return GenerativeVerifier(LMWorker(build_model(SPEC, tok, 0), tok), max_new_tokens=10)
 
 
 def test_verify_batch_returns_a_verdict_per_item() -> None:
@@ -378,10 +379,11 @@ def test_save_and_load_verifier_round_trip(tmp_path: Path) -> None:
     for spec in (str(out), str(out / "verifier.json")):
         loaded = load_verifier(spec)
         assert isinstance(loaded, GenerativeVerifier) and loaded.max_new_tokens == 10
-    state, original = loaded.model.state_dict(), verifier.model.state_dict()
+    state, original = loaded.lm.model.state_dict(), verifier.lm.model.state_dict()
     assert state.keys() == original.keys()
     assert all(bool((state[k] == original[k]).all()) for k in state)
-    assert loaded.tokenizer("Q:1+2\n#V\n")["input_ids"] == verifier.tokenizer("Q:1+2\n#V\n")["input_ids"]
+    prompt = "Q:1+2\n#V\n"
+    assert loaded.lm.tokenizer(prompt)["input_ids"] == verifier.lm.tokenizer(prompt)["input_ids"]
     assert loaded.verify_batch(ITEMS) == verifier.verify_batch(ITEMS)
     assert load_verifier(str(out), batch_size=3).batch_size == 3
     (out / "verifier.json").write_text(json.dumps(manifest | {"format_version": 3}))

@@ -11,10 +11,8 @@ import selfverify.rl as rl_module
 from pipelines.selfverify import step_rewards
 from selfverify.algos import AGG_MODES, gae_advantages, get_advantage_estimator
 from selfverify.config import RLConfig
-from selfverify.critic import ValueModel
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.rl import (
-    Learner,
     Scored,
     StepRewards,
     collect,
@@ -25,6 +23,7 @@ from selfverify.rl import (
 from selfverify.rollout import encode_by_length, encode_pairs, line_end_tokens, response_logprobs, sample
 from selfverify.tasks import Problem, split_steps
 from selfverify.trainer import make_optimizer, policy_update, sft_step
+from selfverify.workers import LMWorker
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 PROBLEMS = [Problem(i + 1, (("+", 2), ("-", 3))) for i in range(6)]
@@ -71,7 +70,7 @@ def test_dynamic_sampling_keeps_only_informative_groups_and_refills():
         r = torch.tensor([float(p.start % 2 == 1 and i % 2 == 1) for i, p in enumerate(problems)])
         return r, r > 0
 
-    batch = collect(Learner(model, *make_optimizer(model, 1e-3)), tok, cfg, source, reward_fn, seed=0)
+    batch = collect(LMWorker(model, tok), tok.pad_token_id, cfg, source, reward_fn, seed=0)
     assert [p.start for p in batch.problems] == [1, 3, 5]
     assert batch.rounds == 2 and calls == [0, 1]
     assert len(batch.rollout.texts) == 12 and batch.group_ids.tolist() == [0] * 4 + [1] * 4 + [2] * 4
@@ -86,7 +85,7 @@ def test_dynamic_sampling_stops_at_the_round_cap():
         prompts_per_step=3, group_size=2, max_new_tokens=4, dynamic_sampling=True, max_gen_rounds=2
     )
     batch = collect(
-        Learner(model, *make_optimizer(model, 1e-3)), tok, cfg, lambda r: PROBLEMS[:3],
+        LMWorker(model, tok), tok.pad_token_id, cfg, lambda r: PROBLEMS[:3],
         lambda ps, ro: (torch.zeros(len(ps)), torch.zeros(len(ps), dtype=torch.bool)), seed=0,
     )  # fmt: skip
     assert batch.rounds == 2 and len(batch.problems) == 3  # nothing informative: the last round is kept
@@ -200,25 +199,22 @@ def _process_step(monkeypatch, **overrides):
     tok = build_char_tokenizer()
     model = _multiline_model(tok)
     cfg = RLConfig(prompts_per_step=2, group_size=4, max_new_tokens=16, lr=1e-2, **overrides)
-    learner = Learner(model, *make_optimizer(model, cfg.lr))
-    if cfg.advantage == "gae":
-        learner.critic = ValueModel.from_policy(model)
-        learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=1e-2)
+    worker = LMWorker(model, tok)
+    worker.start_rl(cfg.lr, critic=ModelSpec() if cfg.advantage == "gae" else None, critic_lr=1e-2)
+    critic = worker.learner.critic
     spy, seen = _Spy(), []
     monkeypatch.setattr(rl_module, "get_advantage_estimator", spy)
     before = [p.detach().clone() for p in model.parameters()]
-    critic_before = [p.detach().clone() for p in learner.critic.parameters()] if learner.critic else []
-    metrics = rl_step(learner, tok, cfg, lambda r: PROBLEMS[:2], _process_reward_fn(tok, seen), seed=0)
+    critic_before = [p.detach().clone() for p in critic.parameters()] if critic else []
+    metrics = rl_step(worker, tok.pad_token_id, cfg, lambda r: PROBLEMS[:2], _process_reward_fn(tok, seen), 0)
     assert len(seen) == 1
     rollout, steps = seen[0]
     assert int(steps.mask.sum(-1).max()) > 1  # some response has several steps
     assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
     changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     assert changed
-    if learner.critic is not None:
-        assert any(
-            not torch.equal(a, b) for a, b in zip(critic_before, learner.critic.parameters(), strict=True)
-        )
+    if critic is not None:
+        assert any(not torch.equal(a, b) for a, b in zip(critic_before, critic.parameters(), strict=True))
     return metrics, spy.calls, rollout, steps
 
 

@@ -61,19 +61,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from selfverify.checkpoint import CheckpointError
 from selfverify.io import atomic_write_json
-from selfverify.models import ModelSpec, chat_prompter, load_pretrained, save_pretrained
-from selfverify.rollout import sample_texts
+from selfverify.models import ModelSpec, chat_prompter
 from selfverify.tasks import Problem, StepCheck, check_solution
 from selfverify.tasks.arithmetic import ANSWER_PREFIX, score_for
 from selfverify.tasks.base import Prompter, Task
 from verifiers.base import Verdict, VerifyInput
+
+if TYPE_CHECKING:
+    from selfverify.workers import LMWorker
 
 VERIFY_TAG = "#V"
 META_TAG = "#M"
@@ -360,10 +359,10 @@ def require_version(fmt: JudgeFormat, manifest: dict, where: str) -> None:
 
 @dataclass
 class LMJudge:
-    """A causal LM that continues verifier or meta-verifier prompts of a judge format, batched."""
+    """A causal LM (a worker, ``selfverify.workers``: in this process or a Ray actor) that continues
+    verifier or meta-verifier prompts of a judge format, batched."""
 
-    model: torch.nn.Module
-    tokenizer: PreTrainedTokenizerBase
+    lm: LMWorker
     max_new_tokens: int = 80
     batch_size: int = 256
     fmt: JudgeFormat = field(default_factory=CompactFormat)
@@ -376,10 +375,8 @@ class LMJudge:
         temperature: float = 1.0,
         seed: int | None = None,
     ) -> list[str]:
-        return sample_texts(
-            self.model,
-            self.tokenizer,
-            prompts,
+        return self.lm.generate_texts(
+            list(prompts),
             max_new_tokens=self.max_new_tokens,
             batch_size=self.batch_size,
             greedy=greedy,
@@ -412,7 +409,7 @@ class GenerativeVerifier(LMJudge):
 
     def save(self, path: Path) -> None:
         """An HF model directory plus ``verifier.json``; ``load_verifier(path)`` reads it back."""
-        save_pretrained(self.model, self.tokenizer, path)
+        self.lm.save(path)
         manifest = {
             "kind": self.kind,
             "max_new_tokens": self.max_new_tokens,
@@ -425,18 +422,21 @@ class GenerativeVerifier(LMJudge):
     def from_pretrained(cls, path: Path, **kwargs: object) -> GenerativeVerifier:
         """A saved judge, or any Hugging Face instruct model (no ``verifier.json``) as a prompted judge
         in the prose format."""
-        model, tokenizer = load_pretrained(path)
+        from selfverify.workers import build  # the judge formats' users (config) need no model code
+
+        lm = build(ModelSpec(), seed=0, path=path)
         manifest_path = Path(path) / "verifier.json"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"format": "prose"}
         if manifest.get("format") == "prose":
             from verifiers.prose_judge import VERSION
 
             manifest.setdefault("format_version", VERSION)
-        fmt = make_format(manifest.get("format", "compact"), prompter=chat_prompter(tokenizer, ModelSpec()))
+        prompter = chat_prompter(lm.tokenizer, ModelSpec())
+        fmt = make_format(manifest.get("format", "compact"), prompter=prompter)
         require_version(fmt, manifest, str(path))
         default_tokens = 80 if fmt.name == "compact" else 256
         kwargs.setdefault("max_new_tokens", manifest.get("max_new_tokens", default_tokens))
-        return cls(model, tokenizer, fmt=fmt, **kwargs)
+        return cls(lm, fmt=fmt, **kwargs)
 
 
 class MetaVerifier(LMJudge):
