@@ -21,6 +21,7 @@ from selfverify.evaluate import evaluate_generator
 from selfverify.models import chat_prompter
 from selfverify.rewards import outcome_rewards
 from selfverify.rl import rl_step, uses_critic, value_pretrain_step
+from selfverify.seeds import derive_seed
 from selfverify.tasks import make_task
 from selfverify.tracking import Tracker
 
@@ -123,14 +124,26 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
             )
             for step in bar:
                 m = value_pretrain_step(
-                    policy, pad_id, rl, source_for(f"vp-{step}"), reward_fn, cfg.seed * 1_000_003 + step
+                    policy,
+                    pad_id,
+                    rl,
+                    source_for(f"vp-{step}"),
+                    reward_fn,
+                    derive_seed(cfg.seed, "rl_step", step),
                 )
                 tracker.log("value_pretrain", step + 1, m)
                 bar.set_postfix(value_loss=f"{m['value_loss']:.3f}")
             state.update(phase="rl", step=0)
         bar = tqdm(range(state["step"], rl.steps), desc=f"RL ({rl.advantage})", disable=not progress)
         for step in bar:
-            m = rl_step(policy, pad_id, rl, source_for(f"rl-{step}"), reward_fn, cfg.seed * 1_000_003 + step)
+            m = rl_step(
+                policy,
+                pad_id,
+                rl,
+                source_for(f"rl-{step}"),
+                reward_fn,
+                derive_seed(cfg.seed, "rl_step", step),
+            )
             tracker.log("rl", step + 1, m)
             bar.set_postfix(reward=f"{m['reward']:.2f}")
             if (step + 1) % rl.eval_every == 0 and step + 1 < rl.steps:

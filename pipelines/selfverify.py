@@ -15,8 +15,11 @@ With ``loop.labels=auto`` no ground truth reaches training after the cold-start 
 later data and its RL labels are auto-labels. ``loop.labels=truth`` uses ground-truth labels for the
 same samples instead (the upper bound auto-labelling is measured against).
 
-A run resumes at the start of the phase it was killed in (``checkpoints/latest`` holds all three
-models and the state after each finished phase).
+The models are workers (``selfverify.workers``) placed by ``backend`` (in this process or as Ray
+actors); this module only sequences the phases, with the loop's data and measurements in
+``pipelines.selfverify_data`` and every random stream seeded by ``selfverify.seeds.derive_seed``.
+A run resumes at the start of the phase it was killed in (``checkpoints/latest`` holds every model
+and the state after each finished phase).
 """
 
 from __future__ import annotations
@@ -25,19 +28,34 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
+from pipelines.selfverify_data import (
+    Example,
+    Labelled,
+    MetaItem,
+    World,
+    evaluate_judges,
+    generate_samples,
+    generator_tokens,
+    judge_format_name,
+    meta_item,
+    model_specs,
+    scaled_verification,
+    solution_part,
+    step_rewards,
+    truth_labelled,
+)
 from selfverify.backends import Backend, make_backend
 from selfverify.checkpoint import STATE_FILE, CheckpointError, recover, save_bundle, write_atomically
 from selfverify.coldstart import demonstrations
 from selfverify.config import Config
 from selfverify.evaluate import evaluate_generator
-from selfverify.models import ModelSpec, chat_prompter
+from selfverify.models import chat_prompter
 from selfverify.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
@@ -48,119 +66,28 @@ from selfverify.rewards import (
 from selfverify.rl import (
     ProblemSource,
     Scored,
-    StepRewards,
     rl_step,
     uses_critic,
     value_pretrain_step,
 )
-from selfverify.rollout import Rollout, line_end_tokens
-from selfverify.tasks import Task, make_task
+from selfverify.rollout import Rollout
+from selfverify.seeds import derive_seed
+from selfverify.tasks import make_task
 from selfverify.tasks.base import TaskProblem as Problem
 from selfverify.tracking import Tracker
 from selfverify.workers import LMWorker
 from verifiers.generative import (
     GenerativeVerifier,
-    JudgeFormat,
     LMJudge,
     MetaVerifier,
     make_format,
     require_version,
-    scaled_verification_label,
 )
-from verifiers.metrics import processbench_metrics
 
-UNPARSED = -2  # the earliest-error prediction of an unparsable analysis in the metrics
-# A judge training example: who learns it ("verifier" or "meta"), the prompt, the target.
-Example = tuple[str, str, str]
-
-
-@dataclass(frozen=True)
-class Labelled:
-    """A generator sample with a verifier-training label: the analysis to imitate and its score, and
-    the verifier prompt a rollout continues."""
-
-    problem: Problem
-    steps: tuple[str, ...]
-    analysis: str
-    score: float
-    prompt: str
-
-
-@dataclass(frozen=True)
-class MetaItem:
-    """An analysis of a sample with its meta label (is it faithful?) and the meta-verifier prompt."""
-
-    problem: Problem
-    steps: tuple[str, ...]
-    analysis: str
-    label: float
-    prompt: str
-
-
-@dataclass(frozen=True)
-class World:
-    """The task and the judge formats one run uses (what the loop's helpers need to know of them): the
-    verifier's, and the meta-verifier's (the same format, through the meta-verifier's chat template)."""
-
-    task: Task
-    fmt: JudgeFormat
-    meta_fmt: JudgeFormat
-
-
-def solution_part(cfg: Config, world: World, text: str) -> str:
-    """The solution Y of a response (without the self-evaluation under ``self_verify``)."""
-    return world.fmt.split_self_evaluation(text)[0] if cfg.reward.mode == "self_verify" else text
-
-
-def judge_format_name(cfg: Config) -> str:
-    """``loop.judge_format``, or by task: compact for the embedded world, prose for natural language."""
-    return cfg.loop.judge_format or ("compact" if cfg.task.name == "embedded" else "prose")
-
-
-def model_specs(cfg: Config) -> dict[str, ModelSpec]:
-    """Each model's spec by its checkpoint name: a judge or meta-verifier with no model of its own
-    takes the model it was copied from."""
-    judge = cfg.loop.judge_model if cfg.loop.judge_model.path is not None else cfg.model
-    meta = cfg.loop.meta_model if cfg.loop.meta_model.path is not None else judge
-    return {"generator": cfg.model, "judge": judge, "meta": meta}
-
-
-def generator_tokens(cfg: Config) -> int:
-    """Response budget: the solution, plus the self-evaluation under ``self_verify``."""
-    extra = cfg.loop.judge_max_new_tokens if cfg.reward.mode == "self_verify" else 0
-    return cfg.rl.max_new_tokens + extra
-
-
-def generate_samples(
-    cfg: Config, world: World, generator: LMWorker, problems: Sequence[Problem], seed: int
-) -> list[tuple[str, ...]]:
-    """One temperature-1 sample per problem, as solution steps (batched)."""
-    texts = generator.generate_texts(
-        [p.prompt for p in problems],
-        max_new_tokens=generator_tokens(cfg),
-        batch_size=cfg.eval_batch_size,
-        seed=seed,
-    )
-    return [tuple(world.task.split_steps(solution_part(cfg, world, t))) for t in texts]
-
-
-def meta_item(world: World, problem: Problem, steps: tuple[str, ...], analysis: str) -> MetaItem:
-    """An analysis of a solution with its ground-truth meta label."""
-    label = world.fmt.meta_reference(problem, steps, analysis)[1]
-    return MetaItem(
-        problem, steps, analysis, label, world.meta_fmt.meta_prompt(problem.text, steps, analysis)
-    )
-
-
-def labelled(world: World, problem: Problem, steps: Sequence[str], analysis: str, score: float) -> Labelled:
-    prompt = world.fmt.verifier_prompt(problem.text, steps)
-    return Labelled(problem, tuple(steps), analysis, score, prompt)
-
-
-def truth_labelled(world: World, problem: Problem, steps: Sequence[str]) -> Labelled:
-    check = world.task.check(problem, "\n".join(steps))
-    analysis = world.fmt.reference_analysis(problem, steps)
-    return labelled(world, problem, steps, analysis, world.task.true_score(problem, check))
+# A judge SFT phase warms up over its first fifth, at most 20 steps.
+JUDGE_SFT_MAX_WARMUP, JUDGE_SFT_WARMUP_DIVISOR = 20, 5
+SYNTHETIC_CORRECT_FRACTION = 0.4  # of the judge's synthetic solutions, the share left without an error
+META_ITEMS_PER_SAMPLE = 3  # meta_items: the verifier's analysis, the faithful one and an unfaithful one
 
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
@@ -285,7 +212,9 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
     pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
     def labelled_pool() -> list[Labelled]:
-        samples = generate_samples(cfg, world, generator, pool_problems, seed=cfg.seed * 7 + 1)
+        samples = generate_samples(
+            cfg, world, generator, pool_problems, seed=derive_seed(cfg.seed, "judge_pool")
+        )
         return [truth_labelled(world, p, s) for p, s in zip(pool_problems, samples, strict=True)]
 
     def meta_items(items: Sequence[Labelled], seed: int) -> list[MetaItem]:
@@ -308,7 +237,8 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
     def judge_sft(batches: Callable[[int, random.Random], list[Example]], steps: int, lr: float) -> None:
         """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step."""
         for judge in trainees.values():
-            judge.lm.start_sft(lr, warmup_steps=min(20, steps // 5), total_steps=steps)
+            warmup = min(JUDGE_SFT_MAX_WARMUP, steps // JUDGE_SFT_WARMUP_DIVISOR)
+            judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps)
         rng = random.Random(f"{cfg.seed}-judge_sft-{state['round']}")
         desc = f"round {state['round']}: judge_sft" if state["phase"] != "judges" else "cold start: judge_sft"
         for step in tqdm(range(steps), desc=desc, disable=not progress):
@@ -361,10 +291,10 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         n_syn = round(size * lc.judge_synthetic_fraction)
         tag = f"judge-{state['round']}-{step}"
         fresh = task.train_problems(n_syn, seed=cfg.seed, tag=tag, exclude=exclude)
-        items = [
-            truth_labelled(world, p, task.synthetic_solution(p, rng, 0.4, lc.judge_error_weights)[1])
-            for p in fresh
+        synthetic = [
+            task.synthetic_solution(p, rng, SYNTHETIC_CORRECT_FRACTION, lc.judge_error_weights) for p in fresh
         ]
+        items = [truth_labelled(world, p, steps) for p, (_, steps) in zip(fresh, synthetic, strict=True)]
         items += rng.sample(pool, min(len(pool), size - n_syn))
         return judge_examples(items, rng)
 
@@ -449,7 +379,14 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
         for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
             batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
-            m = rl_step(judge.lm, pad_id, jcfg, lambda _r, b=batch: b, reward_fn, cfg.seed * 1_000_003 + step)
+            m = rl_step(
+                judge.lm,
+                pad_id,
+                jcfg,
+                lambda _r, b=batch: b,
+                reward_fn,
+                derive_seed(cfg.seed, "rl_step", step),
+            )
             tracker.log(f"{tag}_rl", state["round"] * steps + step + 1, m)
         judge.lm.end_training()
 
@@ -470,10 +407,10 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
 
                 judge_sft(auto_batch, lc.auto_sft_steps, lc.auto_sft_lr)
             judge_rl(verifier, data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
-            # Meta RL items: analyses of only as many pool samples as the steps consume (3 items each).
-            need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // 3)
+            # Meta RL items: analyses of only as many pool samples as the steps consume.
+            need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // META_ITEMS_PER_SAMPLE)
             subset = random.Random(f"{cfg.seed}-meta-{r}").sample(pool, min(len(pool), need))
-            meta_data = meta_items(subset, seed=cfg.seed * 7 + 3 + r)
+            meta_data = meta_items(subset, seed=derive_seed(cfg.seed, "meta_items", r))
             judge_rl(meta, meta_data, meta_reward_fn, lc.meta_rl_steps, "meta")
             save("generator", step=0)
         if state["phase"] == "generator":
@@ -499,7 +436,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
                         rl,
                         source_for(f"vp-{r}-{step}"),
                         generator_reward_fn,
-                        cfg.seed * 1_000_003 + step,
+                        derive_seed(cfg.seed, "rl_step", step),
                     )
                     tracker.log("value_pretrain", r * rl.value_pretrain_steps + step + 1, m)
             first = r * per_round
@@ -511,7 +448,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
                     rl,
                     source_for(f"rl-{g}"),
                     generator_reward_fn,
-                    cfg.seed * 1_000_003 + g,
+                    derive_seed(cfg.seed, "rl_step", g),
                 )
                 tracker.log("rl", g + 1, m)
                 if (step + 1) % cfg.rl.eval_every == 0 and step + 1 < per_round:
@@ -522,9 +459,17 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
             problems = task.train_problems(
                 lc.scaled_samples, seed=cfg.seed, tag=f"scaled-{r}", exclude=exclude
             )
-            samples = generate_samples(cfg, world, generator, problems, seed=cfg.seed * 7 + 100 + r)
+            samples = generate_samples(
+                cfg, world, generator, problems, seed=derive_seed(cfg.seed, "scaled_samples", r)
+            )
             auto, stats = scaled_verification(
-                cfg, world, verifier, meta, problems, samples, seed=cfg.seed * 7 + 200 + r
+                cfg,
+                world,
+                verifier,
+                meta,
+                problems,
+                samples,
+                seed=derive_seed(cfg.seed, "scaled_verification", r),
             )
             if lc.labels == "truth":
                 auto = [truth_labelled(world, p, s) for p, s in zip(problems, samples, strict=True)]
@@ -557,120 +502,3 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
     summary["wall_seconds"] = state["wall"] + time.time() - clock[0]
     summary["phase_seconds"] = {k: round(v, 1) for k, v in state.get("phase_seconds", {}).items()}
     return summary
-
-
-def step_rewards(tok: Any, rollout: Rollout, step_scores: Sequence[Sequence[float]]) -> StepRewards:
-    """Per-step rewards placed on each step's last token (steps = non-empty response lines)."""
-    ends = line_end_tokens(tok, rollout)
-    width = max(1, max(len(s) for s in step_scores))
-    rewards, end, mask = (torch.zeros(len(ends), width) for _ in range(3))
-    for i, (scores, e) in enumerate(zip(step_scores, ends, strict=True)):
-        n = min(len(scores), len(e)) if e else 0
-        if n == 0:  # no steps: the whole response is one step, scored by its (outcome) part
-            last = max(int(rollout.lengths[i].item()) - 1, 0)
-            rewards[i, 0], end[i, 0], mask[i, 0] = (scores[-1] if scores else 0.0), last, 1.0
-            continue
-        rewards[i, :n] = torch.tensor(scores[:n])
-        end[i, :n] = torch.tensor(e[:n], dtype=torch.float)
-        mask[i, :n] = 1.0
-    return StepRewards(rewards, end.long(), mask)
-
-
-def scaled_verification(
-    cfg: Config,
-    world: World,
-    verifier: GenerativeVerifier,
-    meta: MetaVerifier,
-    problems: Sequence[Problem],
-    samples: Sequence[tuple[str, ...]],
-    seed: int,
-) -> tuple[list[Labelled], dict[str, float]]:
-    """Auto-label samples (DESIGN §4): n sampled analyses each, m sampled meta-verifications of each
-    analysis that reports an issue, then :func:`scaled_verification_label`. Ground truth is used only
-    to measure the labels (agreement, discard rate), never to make them."""
-    lc = cfg.loop
-    flat = verifier.analyse(
-        [p.text for p in problems for _ in range(lc.scaled_n)],
-        [s for s in samples for _ in range(lc.scaled_n)],
-        greedy=False,
-        seed=seed,
-    )
-    analyses = [flat[i * lc.scaled_n : (i + 1) * lc.scaled_n] for i in range(len(samples))]
-    # Only an analysis that reports an issue needs meta-verifying (the rule ignores the others' scores).
-    needs = [
-        (i, j) for i, group in enumerate(analyses) for j, a in enumerate(group) if a.parsed and a.score < 1
-    ]
-    repeated = [ij for ij in needs for _ in range(lc.scaled_m)]
-    judged = meta.meta_verify(
-        [problems[i].text for i, _ in repeated],
-        [samples[i] for i, _ in repeated],
-        [analyses[i][j].analysis for i, j in repeated],
-        greedy=False,
-        seed=seed + 1,
-    )
-    meta_of = {
-        ij: [ms for ms, _ in judged[q * lc.scaled_m : (q + 1) * lc.scaled_m]] for q, ij in enumerate(needs)
-    }
-    auto, agree, kept = [], 0, 0
-    for i, (p, s, group) in enumerate(zip(problems, samples, analyses, strict=True)):
-        metas = [meta_of.get((i, j), []) for j in range(lc.scaled_n)]
-        label = scaled_verification_label(group, metas, lc.scaled_k)
-        if label.score is None:
-            continue
-        kept += 1
-        agree += label.score == world.task.true_score(p, world.task.check(p, "\n".join(s)))
-        auto.append(labelled(world, p, s, label.analysis.strip(), label.score))
-    n = len(samples)
-    stats = {
-        "auto_label_agreement": agree / kept if kept else 0.0,
-        "auto_label_discard_rate": 1 - kept / n if n else 0.0,
-        "auto_labels": float(kept),
-    }
-    return auto, stats
-
-
-def evaluate_judges(
-    cfg: Config,
-    world: World,
-    generator: LMWorker,
-    verifier: GenerativeVerifier,
-    meta: MetaVerifier,
-    heldout: Sequence[Problem],
-) -> dict[str, float]:
-    """Verifier earliest-error F1 and meta-verifier accuracy on held-out generator samples, and the
-    reward-hacking signal: mean verifier score minus mean true score of the same samples."""
-    problems = list(heldout[: cfg.loop.eval_samples])
-    task, fmt = world.task, world.fmt
-    samples = generate_samples(cfg, world, generator, problems, seed=cfg.seed * 7 + 999)
-    verdicts = verifier.analyse([p.text for p in problems], samples)
-    checks = [task.check(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
-    truth = [task.true_score(p, c) for p, c in zip(problems, checks, strict=True)]
-    # An unparsable analysis names no step: it counts as wrong on either kind of sample.
-    preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
-    pb = processbench_metrics(preds, [c.earliest_error for c in checks])
-    judged = meta.meta_verify([p.text for p in problems], samples, [v.analysis for v in verdicts])
-    labels = [fmt.meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]
-    hits = [ms == label for (ms, _), label in zip(judged, labels, strict=True)]
-    unfaithful = [h for h, label in zip(hits, labels, strict=True) if label < 1.0]
-    faithful = [h for h, label in zip(hits, labels, strict=True) if label == 1.0]
-    n = len(samples)
-    return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
-        "verifier_f1": pb["f1"],
-        "verifier_acc_err": pb["acc_err"],
-        "verifier_acc_corr": pb["acc_corr"],
-        "verifier_parse_rate": sum(v.parsed for v in verdicts) / n,
-        "meta_accuracy": sum(hits) / n,
-        "meta_parse_rate": sum(ok for _, ok in judged) / n,
-        # On the analyses that are not faithful alone: a meta-verifier that always says "faithful"
-        # scores 0 here however good the verifier (and so meta_accuracy) is.
-        "meta_accuracy_unfaithful": sum(unfaithful) / len(unfaithful) if unfaithful else None,
-        "meta_accuracy_faithful": sum(faithful) / len(faithful) if faithful else None,
-        # The auditor's balanced accuracy: the mean over the two kinds, blind to how many of each there are.
-        "meta_balanced_accuracy": (
-            (sum(unfaithful) / len(unfaithful) + sum(faithful) / len(faithful)) / 2
-            if unfaithful and faithful
-            else None
-        ),
-        "sample_true_score": sum(truth) / n,
-        "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(truth)) / n,
-    }

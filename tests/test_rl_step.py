@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import selfverify.rl as rl_module
-from pipelines.selfverify import step_rewards
+from pipelines.selfverify_data import step_rewards
 from selfverify.algos import AGG_MODES, gae_advantages, get_advantage_estimator
 from selfverify.config import RLConfig
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
