@@ -28,6 +28,7 @@ from selfverify.tracking import Tracker
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     """Run (or resume) the whole recipe; returns the summary written to ``summary.json``."""
+    run_dir = run_dir.resolve()  # workers in other processes (backend=ray) write checkpoints here
     t_start = time.time()
     ckpt = run_dir / "checkpoints"
     recover(ckpt / "latest")

@@ -92,6 +92,7 @@ META_ITEMS_PER_SAMPLE = 3  # meta_items: the verifier's analysis, the faithful o
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     """Run (or resume) the loop; returns the summary written to ``summary.json``."""
+    run_dir = run_dir.resolve()  # workers in other processes (backend=ray) write checkpoints here
     clock = time.time()
     recover(run_dir / "checkpoints" / "latest")
     backend = make_backend(cfg.backend, cfg.threads)

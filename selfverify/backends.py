@@ -138,7 +138,9 @@ class RayBackend:
             scheduling_strategy=strategy,
             max_restarts=0,
         )
-        actor = actor_cls.remote(spec, seed, None if path is None else str(path), self.threads)
+        local = path is not None and Path(path).exists()  # a directory here: the actor may run elsewhere
+        where = str(Path(path).resolve()) if local else path
+        actor = actor_cls.remote(spec, seed, None if where is None else str(where), self.threads)
         self.actors.append(actor)
         return RemoteWorker(actor, name)  # type: ignore[return-value]
 

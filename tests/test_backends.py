@@ -50,17 +50,17 @@ def test_a_dead_worker_names_itself(ray_backend: RayBackend) -> None:
         remote.generate(["Q:1\n"], max_new_tokens=2)
 
 
-def _run(tmp_path: Path, name: str, overrides: list[str]) -> list[dict]:
-    run = tmp_path / name
-    assert main(["--run-dir", str(run), "--no-progress", *overrides]) == 0
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+def _run(name: str, overrides: list[str]) -> list[dict]:
+    assert main(["--run-dir", name, "--no-progress", *overrides]) == 0
+    return [json.loads(line) for line in (Path(name) / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.parametrize("pipeline", ["rl", "selfverify"])
 def test_ray_runs_a_job_to_the_same_metrics_as_local(
-    tmp_path: Path, tiny_overrides: list[str], tiny_loop: list[str], pipeline: str
+    tmp_path: Path, tiny_overrides: list[str], tiny_loop: list[str], pipeline: str, monkeypatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative --run-dir: the actors write where the driver reads
     overrides = tiny_overrides + (tiny_loop if pipeline == "selfverify" else [])
-    local = _run(tmp_path, "local", overrides)
-    remote = _run(tmp_path, "ray", [*overrides, "backend=ray"])
+    local = _run("local", overrides)
+    remote = _run("ray", [*overrides, "backend=ray"])
     assert remote == local and any(m["phase"] == "rl" for m in local)
