@@ -1,7 +1,7 @@
 """Show how a loop run's judge works: ProcessBench metrics of its greedy analyses of held-out generator
 samples (and its verdict on the problems' reference solutions), what it wrote at each truly wrong
 sample's earliest error, how often it located each kind of error, its meta-verifications of the
-analyses and (true meta label, verdict) counts (docs/RESULTS.md, sessions 4 to 6)::
+analyses and (true meta label, verdict) counts (docs/RESULTS.md, "Self-verification loop")::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
