@@ -17,7 +17,7 @@ import torch
 from safetensors import SafetensorError
 from transformers import PreTrainedTokenizerBase
 
-from selfverify.models import ModelSpec, load_pretrained, save_pretrained
+from selfverify.models import load_pretrained
 
 STATE_FILE = "trainer_state.pt"
 
@@ -51,25 +51,6 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     _swap_in(tmp, path)
 
 
-def save_checkpoint(
-    path: Path,
-    model: torch.nn.Module,
-    tokenizer: PreTrainedTokenizerBase,
-    state: dict[str, Any] | None = None,
-    critic: torch.nn.Module | None = None,
-) -> None:
-    """Write the checkpoint under a temporary name, then rename it into place."""
-
-    def write(tmp: Path) -> None:
-        save_pretrained(model, tokenizer, tmp)
-        if critic is not None:
-            critic.save(tmp / "critic")
-        if state is not None:
-            torch.save(state, tmp / STATE_FILE)
-
-    write_atomically(path, write)
-
-
 def _swap_in(tmp: Path, path: Path) -> None:
     """Replace ``path`` by the finished ``tmp`` (``recover`` completes a swap a crash interrupted)."""
     old = path.with_name(path.name + ".old")
@@ -80,18 +61,8 @@ def _swap_in(tmp: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(
-    path: Path, spec: ModelSpec | None = None
-) -> tuple[torch.nn.Module, PreTrainedTokenizerBase, dict[str, Any] | None]:
-    """The model (in ``spec``'s dtype, on its device), tokenizer and trainer state saved at ``path``."""
-    model, tokenizer = load_pretrained(path, spec)
-    state_file = path / STATE_FILE
-    state = torch.load(state_file, weights_only=False) if state_file.exists() else None
-    return model, tokenizer, state
-
-
 def recover(path: Path) -> None:
-    """Finish an interrupted ``save_checkpoint``: if only ``.old`` survived a crash, restore it."""
+    """Finish an interrupted ``write_atomically``: if only ``.old`` survived a crash, restore it."""
     old = path.with_name(path.name + ".old")
     if not path.exists() and old.exists():
         os.replace(old, path)
@@ -116,11 +87,11 @@ def save_bundle(path: Path, models: Mapping[str, Saves], state: dict[str, Any]) 
 
 
 def load_bundle(
-    path: Path, specs: Mapping[str, ModelSpec] | None = None
+    path: Path,
 ) -> tuple[dict[str, torch.nn.Module], dict[str, PreTrainedTokenizerBase], dict[str, Any]]:
-    """The models, their tokenizers (by name) and the state ``save_bundle`` wrote; each model in the
-    dtype and on the device of its spec in ``specs`` (by name; float32 on the CPU when absent)."""
+    """The models (float32, on the CPU), their tokenizers (by name) and the state ``save_bundle`` wrote,
+    for inspecting a run; a resumed run has its workers load their own directories."""
     models, tokenizers = {}, {}
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):
-        models[sub.name], tokenizers[sub.name] = load_pretrained(sub, (specs or {}).get(sub.name))
+        models[sub.name], tokenizers[sub.name] = load_pretrained(sub)
     return models, tokenizers, torch.load(path / STATE_FILE, weights_only=False)

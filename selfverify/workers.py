@@ -146,9 +146,11 @@ class LMWorker:
         a ``training_state`` saved."""
         opt, sched = make_optimizer(self.model, lr, warmup_steps=warmup_steps)
         learner = Learner(self.model, opt, sched)
-        if reference:
-            ref = load_pretrained(reference_path)[0] if reference_path is not None else self.model
-            learner.ref = frozen_copy(ref.to(device=self.model.device, dtype=self.model.dtype))
+        if reference_path is not None and reference:  # loaded for this phase alone: frozen in place
+            ref = load_pretrained(reference_path)[0].to(device=self.model.device, dtype=self.model.dtype)
+            learner.ref = ref.eval().requires_grad_(False)
+        elif reference:
+            learner.ref = frozen_copy(self.model)
         if critic is not None:
             learner.critic = (
                 ValueModel.load(Path(critic_path))

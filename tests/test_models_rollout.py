@@ -3,9 +3,10 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from selfverify.checkpoint import load_checkpoint, recover, save_checkpoint
+from selfverify.checkpoint import STATE_FILE, recover, write_atomically
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.rollout import encode_pairs, response_logprobs, sample
+from selfverify.workers import LMWorker
 
 SPEC = ModelSpec(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
 
@@ -19,6 +20,15 @@ def test_char_tokenizer_round_trip():
     assert tok.unk_token_id in tok("é", add_special_tokens=False)["input_ids"]
 
 
+def save_checkpoint(path, model, tok, state):
+    """A worker's checkpoint, written as the pipelines write one."""
+    write_atomically(path, lambda tmp: LMWorker(model, tok).save(tmp, state))
+
+
+def saved_state(path):
+    return torch.load(path / STATE_FILE, weights_only=False)
+
+
 def test_checkpoint_loads_with_auto_classes(tmp_path):
     tok = build_char_tokenizer()
     model = build_model(SPEC, tok, seed=0)
@@ -28,20 +38,19 @@ def test_checkpoint_loads_with_auto_classes(tmp_path):
     tok2 = AutoTokenizer.from_pretrained(tmp_path / "ckpt")
     ids = torch.tensor([tok2("Q:1+2\n", add_special_tokens=False)["input_ids"]])
     torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
-    _, _, state = load_checkpoint(tmp_path / "ckpt")
-    assert state == {"step": 3}
+    assert saved_state(tmp_path / "ckpt") == {"step": 3}
     # Overwriting is atomic: a crash between the two renames leaves only ".old", which recover restores.
     save_checkpoint(tmp_path / "ckpt", model, tok, {"step": 4})
     (tmp_path / "ckpt").rename(tmp_path / "ckpt.old")
     recover(tmp_path / "ckpt")
-    assert load_checkpoint(tmp_path / "ckpt")[2] == {"step": 4}
+    assert saved_state(tmp_path / "ckpt") == {"step": 4}
     # A crash while the last swap deleted ".old" leaves part of it beside a complete checkpoint: the
     # next save (and recover) clear it away.
     save_checkpoint(tmp_path / "stale", model, tok, {"step": 1})
     (tmp_path / "stale").rename(tmp_path / "ckpt.old")
     (tmp_path / "ckpt.old" / "model.safetensors").unlink()
     save_checkpoint(tmp_path / "ckpt", model, tok, {"step": 5})
-    assert load_checkpoint(tmp_path / "ckpt")[2] == {"step": 5} and not (tmp_path / "ckpt.old").exists()
+    assert saved_state(tmp_path / "ckpt") == {"step": 5} and not (tmp_path / "ckpt.old").exists()
 
 
 def test_sampled_logprobs_match_recomputed_logprobs_with_left_padding():
