@@ -1,4 +1,5 @@
-"""Plain RL recipe: cold-start SFT on reference solutions -> on-policy RL -> held-out evaluation.
+"""Plain RL recipe: cold-start SFT on reference solutions -> on-policy RL (outcome rewards, or the
+task's exact step labels as process rewards) -> held-out evaluation.
 
 Reads top to bottom. Every phase resumes from ``checkpoints/latest`` when the run directory already
 holds a run with the same configuration.
@@ -12,18 +13,40 @@ from typing import Any
 
 import torch
 from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase
 
 from selfverify.backends import make_backend
 from selfverify.checkpoint import STATE_FILE, recover, write_atomically
 from selfverify.coldstart import demonstrations
-from selfverify.config import Config
+from selfverify.config import Config, RewardConfig
 from selfverify.evaluate import evaluate_generator
 from selfverify.models import chat_prompter
-from selfverify.rewards import outcome_rewards
-from selfverify.rl import rl_step, uses_critic, value_pretrain_step
+from selfverify.rewards import mix_step_rewards, outcome_rewards
+from selfverify.rl import RewardFn, Scored, rl_step, step_rewards, uses_critic, value_pretrain_step
+from selfverify.rollout import Rollout
 from selfverify.seeds import derive_seed
-from selfverify.tasks import make_task
+from selfverify.tasks import Task, make_task
 from selfverify.tracking import Tracker
+
+
+def task_rewards(task: Task, tok: PreTrainedTokenizerBase, reward: RewardConfig) -> RewardFn:
+    """The rl pipeline's reward: the outcome (1 for a right final answer), or with ``reward.mode``
+    process/mix the task's exact step labels as step rewards (1 for a right step, 0 for a wrong one)."""
+
+    def reward_fn(problems: list, rollout: Rollout) -> Scored:
+        checks = [task.check(p, t) for p, t in zip(problems, rollout.texts, strict=True)]
+        outcome = outcome_rewards(checks)
+        if reward.mode == "outcome":
+            return Scored(outcome, outcome > 0)
+        step_scores = [[float(ok) for ok in c.step_correct] for c in checks]
+        if reward.mode == "mix":
+            step_scores = mix_step_rewards(
+                step_scores, outcome.tolist(), reward.process_weight, reward.outcome_weight
+            )
+        steps = step_rewards(tok, rollout, step_scores)
+        return Scored(torch.tensor([sum(s) for s in step_scores]), outcome > 0, steps)
+
+    return reward_fn
 
 
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
@@ -88,7 +111,8 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
         state = {k: v for k, v in state.items() if k not in ("optimizer", "scheduler")}
         state.update(phase=next_phase, step=0)
 
-    # Phase 2: on-policy RL against the outcome reward (optionally after VAPO's value pretraining).
+    # Phase 2: on-policy RL against the outcome or process reward (optionally after VAPO's value
+    # pretraining).
     rl = cfg.rl
     if state["phase"] in ("value_pretrain", "rl"):
         critic_dir = ckpt / "latest" / "critic"
@@ -105,11 +129,7 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
         )
         pad_id = tok.pad_token_id
 
-        def reward_fn(problems: list, rollout) -> tuple[torch.Tensor, torch.Tensor]:
-            rewards = outcome_rewards(
-                [task.check(p, t) for p, t in zip(problems, rollout.texts, strict=True)]
-            )
-            return rewards, rewards > 0
+        reward_fn = task_rewards(task, tok, cfg.reward)
 
         def source_for(tag: str):
             return lambda r: task.train_problems(

@@ -47,7 +47,6 @@ from pipelines.selfverify_data import (
     model_specs,
     scaled_verification,
     solution_part,
-    step_rewards,
     truth_labelled,
 )
 from selfverify.backends import Backend, make_backend
@@ -67,6 +66,7 @@ from selfverify.rl import (
     ProblemSource,
     Scored,
     rl_step,
+    step_rewards,
     uses_critic,
     value_pretrain_step,
 )

@@ -7,16 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import torch
 
 from selfverify.config import Config
 from selfverify.models import ModelSpec
-from selfverify.rl import (
-    StepRewards,
-)
-from selfverify.rollout import Rollout, line_end_tokens
 from selfverify.seeds import derive_seed
 from selfverify.tasks import Task
 from selfverify.tasks.base import TaskProblem as Problem
@@ -121,23 +114,6 @@ def truth_labelled(world: World, problem: Problem, steps: Sequence[str]) -> Labe
     check = world.task.check(problem, "\n".join(steps))
     analysis = world.fmt.reference_analysis(problem, steps)
     return labelled(world, problem, steps, analysis, world.task.true_score(problem, check))
-
-
-def step_rewards(tok: Any, rollout: Rollout, step_scores: Sequence[Sequence[float]]) -> StepRewards:
-    """Per-step rewards placed on each step's last token (steps = non-empty response lines)."""
-    ends = line_end_tokens(tok, rollout)
-    width = max(1, max(len(s) for s in step_scores))
-    rewards, end, mask = (torch.zeros(len(ends), width) for _ in range(3))
-    for i, (scores, e) in enumerate(zip(step_scores, ends, strict=True)):
-        n = min(len(scores), len(e)) if e else 0
-        if n == 0:  # no steps: the whole response is one step, scored by its (outcome) part
-            last = max(int(rollout.lengths[i].item()) - 1, 0)
-            rewards[i, 0], end[i, 0], mask[i, 0] = (scores[-1] if scores else 0.0), last, 1.0
-            continue
-        rewards[i, :n] = torch.tensor(scores[:n])
-        end[i, :n] = torch.tensor(e[:n], dtype=torch.float)
-        mask[i, :n] = 1.0
-    return StepRewards(rewards, end.long(), mask)
 
 
 def scaled_verification(

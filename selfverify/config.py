@@ -103,8 +103,9 @@ class RLConfig:
 class RewardConfig:
     """What the generator is rewarded for (DESIGN §4)."""
 
-    # outcome: the true final answer (1/0). process: the verifier's per-step judgments (GRPO with
-    # process supervision, or step rewards on step ends for GAE). self_verify: R_format·(α·R_Y + β·R_Z)
+    # outcome: the true final answer (1/0). process: per-step judgments (GRPO with process
+    # supervision, or step rewards on step ends for GAE): the judge's in pipeline=selfverify, the task's
+    # exact step labels in pipeline=rl. self_verify: R_format·(α·R_Y + β·R_Z)
     # with the generator's own analysis after its solution. mix: process_weight × process +
     # outcome_weight × outcome (on the last step).
     mode: str = "outcome"
@@ -312,6 +313,8 @@ PIPELINES = ("rl", "selfverify")
 ADVANTAGES = tuple(sorted(set(ADVANTAGE_ESTIMATORS) - {"grpo_process"}))
 # Group estimators that have a process-supervision form (the rest would be silently replaced by it).
 PROCESS_ADVANTAGES = ("grpo", "gae", "reinforce_plus_plus")
+# Tasks whose rule labels every step exactly: their step labels can be the rl pipeline's process rewards.
+EXACT_STEP_TASKS = ("embedded", "arithmetic_nl")
 
 
 def check_choices(cfg: Config) -> None:
@@ -387,10 +390,16 @@ def check_choices(cfg: Config) -> None:
             f"config key 'rl.advantage': {cfg.rl.advantage!r} has no process-supervision form for "
             f"reward.mode={cfg.reward.mode!r}; use one of {list(PROCESS_ADVANTAGES)} or reward.mode=outcome"
         )
-    if cfg.pipeline == "rl" and cfg.reward.mode != "outcome":
+    if cfg.pipeline == "rl" and cfg.reward.mode == "self_verify":
         raise ConfigError(
-            f"config key 'reward.mode': {cfg.reward.mode!r} needs a verifier (pipeline=selfverify); "
-            "the rl pipeline rewards outcomes only"
+            "config key 'reward.mode': 'self_verify' needs a verifier and a meta-verifier "
+            "(pipeline=selfverify)"
+        )
+    if cfg.pipeline == "rl" and cfg.reward.mode != "outcome" and cfg.task.name not in EXACT_STEP_TASKS:
+        raise ConfigError(
+            f"config key 'reward.mode': {cfg.reward.mode!r} in the rl pipeline takes its step rewards from "
+            f"the task's exact step labels (task={'|'.join(EXACT_STEP_TASKS)}); task={cfg.task.name} has "
+            "none, so use pipeline=selfverify (the judge's step verdicts) or reward.mode=outcome"
         )
 
 

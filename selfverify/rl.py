@@ -13,7 +13,7 @@ process or in a Ray actor.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -33,10 +33,12 @@ from selfverify.algos import (
 )
 from selfverify.algos.utils import explained_variance
 from selfverify.config import RLConfig
-from selfverify.rollout import Rollout, concat_rollouts
+from selfverify.rollout import Rollout, concat_rollouts, line_end_tokens
 from selfverify.tasks import Problem
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from selfverify.workers import LMWorker
 
 
@@ -85,6 +87,25 @@ def concat_step_rewards(parts: list[StepRewards]) -> StepRewards:
     return StepRewards(
         *(torch.cat([pad(p[i], (0, width - p.rewards.shape[1])) for p in parts]) for i in range(3))
     )
+
+
+def step_rewards(
+    tok: PreTrainedTokenizerBase, rollout: Rollout, step_scores: Sequence[Sequence[float]]
+) -> StepRewards:
+    """Per-step rewards placed on each step's last token (steps = non-empty response lines)."""
+    ends = line_end_tokens(tok, rollout)
+    width = max(1, max(len(s) for s in step_scores))
+    rewards, end, mask = (torch.zeros(len(ends), width) for _ in range(3))
+    for i, (scores, e) in enumerate(zip(step_scores, ends, strict=True)):
+        n = min(len(scores), len(e)) if e else 0
+        if n == 0:  # no steps: the whole response is one step, scored by its (outcome) part
+            last = max(int(rollout.lengths[i].item()) - 1, 0)
+            rewards[i, 0], end[i, 0], mask[i, 0] = (scores[-1] if scores else 0.0), last, 1.0
+            continue
+        rewards[i, :n] = torch.tensor(scores[:n])
+        end[i, :n] = torch.tensor(e[:n], dtype=torch.float)
+        mask[i, :n] = 1.0
+    return StepRewards(rewards, end.long(), mask)
 
 
 def collect(

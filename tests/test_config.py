@@ -73,13 +73,19 @@ def test_cli_refuses_to_mix_configs_in_one_run_dir(tmp_path, capsys):
         (["loop.judge_error_weights.typo=1"], "loop.judge_error_weights.typo"),
         (["loop.judge_error_weights.skip=-1"], "loop.judge_error_weights.skip"),
         ([f"loop.judge_error_weights.{kind}=0" for kind in CORRUPTIONS], "loop.judge_error_weights"),
-        (["pipeline=rl", "reward.mode=process"], "reward.mode"),
+        (["pipeline=rl", "task=gsm8k", "reward.mode=process"], "reward.mode"),
         (["pipeline=rl", "reward.mode=self_verify"], "reward.mode"),
     ],
 )
 def test_reward_mode_and_labels_are_checked(overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_config(None, overrides)
+
+
+def test_rl_pipeline_takes_process_rewards_on_exactly_labelled_tasks():
+    for task in ("embedded", "arithmetic_nl"):
+        for mode in ("process", "mix"):
+            assert load_config(None, ["pipeline=rl", f"task={task}", f"reward.mode={mode}"]).reward.mode == mode
 
 
 def test_selfverify_pipeline_takes_verifier_reward_modes():

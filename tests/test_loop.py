@@ -36,6 +36,13 @@ def test_tiny_job_writes_everything(tmp_path, tiny_overrides):
         assert model.config.hidden_size == 32 and tok.eos_token == "<eos>"
 
 
+def test_tiny_job_with_the_tasks_step_labels_as_process_rewards(tmp_path, tiny_overrides):
+    # The rewards themselves: test_rl_step.py::test_rl_pipeline_rewards_outcomes_or_the_tasks_step_labels.
+    summary = _run(tmp_path / "run", [*tiny_overrides, "reward.mode=mix"])
+    rl = [r for r in read_metrics(tmp_path / "run") if r["phase"] == "rl"]
+    assert [r["step"] for r in rl] == [1, 2, 3, 4] and "final_accuracy" in summary
+
+
 def test_same_seed_same_metrics(tmp_path, tiny_overrides):
     _run(tmp_path / "a", tiny_overrides)
     _run(tmp_path / "b", tiny_overrides)

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import selfverify.rl as rl_module
-from pipelines.selfverify_data import step_rewards
 from selfverify.algos import AGG_MODES, gae_advantages, get_advantage_estimator
 from selfverify.config import RLConfig
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
@@ -18,6 +17,7 @@ from selfverify.rl import (
     collect,
     concat_step_rewards,
     rl_step,
+    step_rewards,
     terminal_token_rewards,
 )
 from selfverify.rollout import encode_by_length, encode_pairs, line_end_tokens, response_logprobs, sample
@@ -324,3 +324,31 @@ def test_positive_lm_loss_works_under_every_aggregation_mode(mode):
     plain = _one_update(base, positive=True)
     with_lm = _one_update(dataclasses.replace(base, pos_lm_coef=0.1), positive=True)
     assert _moved(plain, with_lm) > 1e-5
+
+
+def test_rl_pipeline_rewards_outcomes_or_the_tasks_step_labels():
+    from pipelines.rl import task_rewards
+    from selfverify.config import RewardConfig, TaskConfig
+    from selfverify.tasks import make_task
+
+    tok = build_char_tokenizer()
+    task = make_task(TaskConfig(name="embedded", min_ops=2, max_ops=2))
+    problem = task.heldout(1, 0)[0]
+    right = task.demonstration(problem, False)
+    lines = right.split("\n")  # two steps, then the answer line
+    wrong_second = "\n".join([lines[0], lines[1].rsplit("=", 1)[0] + "=99", "A:99"])
+    rollout = encode_pairs(tok, [problem.prompt] * 2, [right, wrong_second])
+
+    outcome = task_rewards(task, tok, RewardConfig(mode="outcome"))([problem] * 2, rollout)
+    assert outcome.rewards.tolist() == [1.0, 0.0] and outcome.steps is None
+
+    process = task_rewards(task, tok, RewardConfig(mode="process"))([problem] * 2, rollout)
+    assert process.correct.tolist() == [True, False]
+    assert process.steps.rewards.tolist() == [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]]
+    assert process.rewards.tolist() == [3.0, 1.0]
+    assert process.steps.end.tolist() == line_end_tokens(tok, rollout)
+
+    mix = task_rewards(task, tok, RewardConfig(mode="mix", process_weight=0.5, outcome_weight=1.0))(
+        [problem] * 2, rollout
+    )
+    assert mix.steps.rewards.tolist() == [[0.5, 0.5, 1.5], [0.5, 0.0, 0.0]]
