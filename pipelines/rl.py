@@ -55,7 +55,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     t_start = time.time()
     ckpt = run_dir / "checkpoints"
     recover(ckpt / "latest")
-    backend = make_backend(cfg.backend, cfg.threads)
+    backend = make_backend(cfg.backend, cfg.threads, cfg.train)
     try:
         return _run(cfg, run_dir, backend, ckpt, t_start, progress)
     finally:
@@ -124,6 +124,7 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
             critic=rl.critic_model if uses_critic(rl) else None,
             critic_path=critic_dir if critic_dir.exists() else None,
             critic_lr=rl.critic_lr,
+            grad_clip=rl.grad_clip,
             seed=cfg.seed,
             state=state,
         )

@@ -95,7 +95,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     run_dir = run_dir.resolve()  # workers in other processes (backend=ray) write checkpoints here
     clock = time.time()
     recover(run_dir / "checkpoints" / "latest")
-    backend = make_backend(cfg.backend, cfg.threads)
+    backend = make_backend(cfg.backend, cfg.threads, cfg.train)
     try:
         return _run(cfg, run_dir, backend, clock, progress)
     finally:
@@ -375,7 +375,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
             pos_lm_coef=0.0,
         )
         # rl.kl_coef > 0: the KL penalty to the judge as this phase found it.
-        judge.lm.start_rl(lc.judge_rl_lr, reference=jcfg.kl_coef > 0)
+        judge.lm.start_rl(lc.judge_rl_lr, reference=jcfg.kl_coef > 0, grad_clip=jcfg.grad_clip)
         pad_id = (judge_tok if judge is verifier else meta_tok).pad_token_id
         rng = random.Random(f"{cfg.seed}-{tag}-{state['round']}")
         for step in tqdm(range(steps), desc=f"round {state['round']}: {tag} RL", disable=not progress):
@@ -425,6 +425,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
                 reference=rl.kl_coef > 0,
                 critic=rl.critic_model if uses_critic(rl) else None,
                 critic_lr=rl.critic_lr,
+                grad_clip=rl.grad_clip,
                 seed=cfg.seed,
             )
             if uses_critic(rl):

@@ -32,11 +32,12 @@ from collections.abc import Sequence
 import torch
 from transformers import GenerationConfig
 
+from selfverify.engines import TorchEngine
 from selfverify.models import ModelSpec, build_model, load_pretrained
 from selfverify.rollout import Rollout, encode_pairs, sample_texts
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
 from selfverify.tasks.arithmetic import synthetic_solution
-from selfverify.trainer import make_optimizer, sft_step
+from selfverify.trainer import sft_step
 from verifiers.generative import (
     GenerativeVerifier,
     expected_lines,
@@ -246,14 +247,14 @@ def main() -> None:
             batch.response_mask[b, cut : len(t) + 1] *= args.decision_weight
         return batch
 
-    opt, sched = make_optimizer(verifier, args.lr, warmup_steps=20, total_steps=evals[-1])
+    engine = TorchEngine(verifier, args.lr, grad_clip=1.0, warmup_steps=20, total_steps=evals[-1])
     rng, start = random.Random(1), time.time()
     for step in range(1, evals[-1] + 1):
         n_fresh = round(args.batch * args.stream)
         fresh = []
         for p in train_problems(spec, n_fresh, seed=0, tag=f"stream-{step}", exclude=set(held)):
             fresh.append((p, synthetic_solution(p, rng, correct_fraction=0.4)[1]))
-        m = sft_step(verifier, opt, sched, batch_of(rng.sample(pool, args.batch - n_fresh) + fresh))
+        m = sft_step(engine, batch_of(rng.sample(pool, args.batch - n_fresh) + fresh))
         if step not in evals:
             continue
         print(f"step {step}: loss {m['loss']:.3f}, {time.time() - start:.0f} s", flush=True)

@@ -7,7 +7,10 @@
   names a running cluster to join.
 
 The pipeline calls a Ray worker exactly as a local one (:class:`RemoteWorker`): arguments and results
-are texts, tensors and dictionaries. The pipeline's phases call one worker at a time, so workers that
+are texts, tensors and dictionaries. With ``train.ranks`` > 1 (DeepSpeed data parallelism) a worker is
+that many actors, one per rank, joined in one ``torch.distributed`` group: every call goes to every
+rank with the same arguments (each rank trains on its share of the rows, see ``selfverify.engines``)
+and rank 0's result comes back. The pipeline's phases call one worker at a time, so workers that
 share a node take turns on its cores; a local instance therefore declares at least one CPU per worker.
 A worker that dies raises :class:`WorkerDied`; the run's checkpoints are intact and the same command
 resumes it.
@@ -22,7 +25,8 @@ from typing import Any, Protocol
 
 import torch
 
-from selfverify.config import BackendConfig
+from selfverify.config import BackendConfig, TrainConfig
+from selfverify.engines import free_port, join_group
 from selfverify.models import ModelSpec
 from selfverify.workers import LMWorker, build
 
@@ -48,8 +52,11 @@ class Backend(Protocol):
 class LocalBackend:
     """Workers as objects in this process."""
 
+    def __init__(self, train: TrainConfig | None = None) -> None:
+        self.train = train or TrainConfig()
+
     def spawn(self, name: str, spec: ModelSpec, seed: int, path: str | Path | None = None) -> LMWorker:
-        return build(spec, seed, path)
+        return build(spec, seed, path, self.train)
 
     def shutdown(self) -> None:
         pass
@@ -58,27 +65,39 @@ class LocalBackend:
 class WorkerActor(LMWorker):
     """A worker built in its actor's own process, with the run's thread count and determinism."""
 
-    def __init__(self, spec: ModelSpec, seed: int, path: str | Path | None, threads: int) -> None:
+    def __init__(
+        self, spec: ModelSpec, seed: int, path: str | Path | None, threads: int, train: TrainConfig
+    ) -> None:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(True)
-        built = build(spec, seed, path)
-        super().__init__(built.model, built.tokenizer)
+        built = build(spec, seed, path, train)
+        super().__init__(built.model, built.tokenizer, train, built.source)
+
+    def address(self) -> tuple[str, int]:
+        """Where this actor, as rank 0, listens for the other ranks: its node's address, a free port."""
+        import ray
+
+        return ray.util.get_node_ip_address(), free_port()
+
+    def join(self, rank: int, world: int, address: str, port: int) -> None:
+        join_group(rank, world, address, port, self.model.device)
 
 
 class RemoteWorker:
-    """A Ray actor's methods, called and waited for as a local worker's."""
+    """The methods of a worker's Ray actors (one per rank), called on every rank and waited for as a
+    local worker's; rank 0's result is the worker's."""
 
-    def __init__(self, actor: Any, name: str) -> None:
-        self._actor, self._name = actor, name
+    def __init__(self, actors: list[Any], name: str) -> None:
+        self._actors, self._name = actors, name
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
         import ray
 
-        remote = getattr(self._actor, method)
+        remotes = [getattr(actor, method) for actor in self._actors]
 
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                return ray.get(remote.remote(*args, **kwargs))
+                return ray.get([remote.remote(*args, **kwargs) for remote in remotes])[0]
             except ray.exceptions.RayActorError as err:
                 raise WorkerDied(
                     f"the {self._name} worker died ({type(err).__name__}); the checkpoints are intact: "
@@ -91,18 +110,19 @@ class RemoteWorker:
 class RayBackend:
     """Workers as Ray actors in one placement group (see the module docstring)."""
 
-    def __init__(self, cfg: BackendConfig, threads: int) -> None:
+    def __init__(self, cfg: BackendConfig, threads: int, train: TrainConfig | None = None) -> None:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
 
-        self.cfg, self.threads = cfg, threads
+        self.cfg, self.threads, self.train = cfg, threads, train or TrainConfig()
+        slots = len(WORKER_SLOTS) * self.train.ranks  # one bundle per rank of every worker
         self.owns_ray = not ray.is_initialized()  # else a caller's Ray session: left running
         if self.owns_ray:
             if cfg.address is None:  # a local instance, reachable from this machine only
-                cpus = max(os.cpu_count() or 1, cfg.cpus_per_worker * len(WORKER_SLOTS))
+                cpus = max(os.cpu_count() or 1, cfg.cpus_per_worker * slots)
                 ray.init(
                     num_cpus=cpus,
-                    num_gpus=cfg.gpus_per_worker * len(WORKER_SLOTS) if cfg.gpus_per_worker else None,
+                    num_gpus=cfg.gpus_per_worker * slots if cfg.gpus_per_worker else None,
                     include_dashboard=cfg.dashboard,
                     dashboard_host="127.0.0.1",
                     _node_ip_address="127.0.0.1",
@@ -112,13 +132,13 @@ class RayBackend:
             else:
                 ray.init(address=cfg.address, configure_logging=False)
         bundle = {"CPU": cfg.cpus_per_worker} | ({"GPU": cfg.gpus_per_worker} if cfg.gpus_per_worker else {})
-        self.group = placement_group([bundle] * len(WORKER_SLOTS), strategy=cfg.placement.upper())
+        self.group = placement_group([bundle] * slots, strategy=cfg.placement.upper())
         try:
             ray.get(self.group.ready(), timeout=cfg.start_timeout)
         except ray.exceptions.GetTimeoutError:
             remove_placement_group(self.group)
             raise BackendError(
-                f"Ray could not reserve {len(WORKER_SLOTS)} × {bundle} for the workers within "
+                f"Ray could not reserve {slots} × {bundle} for the workers within "
                 f"{cfg.start_timeout:g} s (the cluster has {ray.available_resources()} free): lower "
                 "backend.cpus_per_worker / backend.gpus_per_worker or add nodes"
             ) from None
@@ -128,21 +148,30 @@ class RayBackend:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        strategy = PlacementGroupSchedulingStrategy(
-            self.group, placement_group_bundle_index=WORKER_SLOTS.index(name)
-        )
-        actor_cls = ray.remote(WorkerActor).options(
-            name=None,
-            num_cpus=self.cfg.cpus_per_worker,
-            num_gpus=self.cfg.gpus_per_worker,
-            scheduling_strategy=strategy,
-            max_restarts=0,
-        )
         local = path is not None and Path(path).exists()  # a directory here: the actor may run elsewhere
-        where = str(Path(path).resolve()) if local else path
-        actor = actor_cls.remote(spec, seed, None if where is None else str(where), self.threads)
-        self.actors.append(actor)
-        return RemoteWorker(actor, name)  # type: ignore[return-value]
+        where = None if path is None else str(Path(path).resolve()) if local else str(path)
+        ranks = self.train.ranks
+        actors = []
+        for rank in range(ranks):
+            strategy = PlacementGroupSchedulingStrategy(
+                self.group, placement_group_bundle_index=WORKER_SLOTS.index(name) * ranks + rank
+            )
+            actor_cls = ray.remote(WorkerActor).options(
+                num_cpus=self.cfg.cpus_per_worker,
+                num_gpus=self.cfg.gpus_per_worker,
+                scheduling_strategy=strategy,
+                max_restarts=0,
+            )
+            actors.append(actor_cls.remote(spec, seed, where, self.threads, self.train))
+        self.actors += actors
+        worker = RemoteWorker(actors, name)
+        if ranks > 1:
+            address, port = ray.get(actors[0].address.remote())
+            try:
+                ray.get([a.join.remote(rank, ranks, address, port) for rank, a in enumerate(actors)])
+            except ray.exceptions.RayActorError as err:
+                raise WorkerDied(f"a rank of the {name} worker died while joining its group: {err}") from None
+        return worker  # type: ignore[return-value]
 
     def shutdown(self) -> None:
         import ray
@@ -155,7 +184,7 @@ class RayBackend:
             ray.shutdown()
 
 
-def make_backend(cfg: BackendConfig, threads: int) -> Backend:
+def make_backend(cfg: BackendConfig, threads: int, train: TrainConfig | None = None) -> Backend:
     if cfg.name == "ray":
-        return RayBackend(cfg, threads)
-    return LocalBackend()
+        return RayBackend(cfg, threads, train)
+    return LocalBackend(train)

@@ -185,6 +185,18 @@ class BackendConfig:
 
 
 @dataclass
+class TrainConfig:
+    """What turns losses into optimizer steps, for every model a run trains (selfverify.engines)."""
+
+    engine: str = "torch"  # torch | deepspeed
+    zero_stage: int = 2  # deepspeed: ZeRO stage 1 (optimizer state), 2 (+ gradients), 3 (+ parameters)
+    offload: bool = False  # deepspeed: keep the optimizer state in CPU memory
+    # Data-parallel ranks per trained model (deepspeed), one process each: more than one needs
+    # backend=ray, which places them (backend.cpus_per_worker / gpus_per_worker apply to each rank).
+    ranks: int = 1
+
+
+@dataclass
 class WandbConfig:
     enabled: bool = False
     project: str = "selfverify"
@@ -211,6 +223,7 @@ class Config:
     loop: RoundsConfig = field(default_factory=RoundsConfig)
     eval_batch_size: int = 256
     backend: BackendConfig = field(default_factory=BackendConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
 
@@ -256,8 +269,9 @@ def _read_yaml(path: Path, what: str) -> DictConfig:
     return loaded
 
 
-# Whole-section shorthands on the command line: task=gsm8k, model=<path or hub name>, backend=ray.
-SHORTHANDS = {"task": "task.name", "model": "model.path", "backend": "backend.name"}
+# Whole-section shorthands on the command line: task=gsm8k, model=<path or hub name>, backend=ray,
+# train=deepspeed.
+SHORTHANDS = {"task": "task.name", "model": "model.path", "backend": "backend.name", "train": "train.engine"}
 
 
 def _read_override(item: str) -> DictConfig:
@@ -340,6 +354,8 @@ def check_choices(cfg: Config) -> None:
         "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
         "backend.name": (cfg.backend.name, ("local", "ray")),
         "backend.placement": (cfg.backend.placement, ("pack", "spread")),
+        "train.engine": (cfg.train.engine, ("torch", "deepspeed")),
+        "train.zero_stage": (cfg.train.zero_stage, (1, 2, 3)),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:
@@ -355,10 +371,16 @@ def check_choices(cfg: Config) -> None:
         "loop.judge_group_size": cfg.loop.judge_group_size,
         "loop.judge_batch_size": cfg.loop.judge_batch_size,
         "eval_batch_size": cfg.eval_batch_size,
+        "train.ranks": cfg.train.ranks,
     }
     for key, value in counts.items():
         if value < 1:
             raise ConfigError(f"config key '{key}': {value!r} must be at least 1")
+    if cfg.train.ranks > 1 and (cfg.train.engine != "deepspeed" or cfg.backend.name != "ray"):
+        raise ConfigError(
+            f"config key 'train.ranks': {cfg.train.ranks} data-parallel ranks need train.engine=deepspeed "
+            "and backend=ray (which starts one process per rank)"
+        )
     if cfg.loop.judge_seed is not None and cfg.task.name not in ("gsm8k", "math"):
         raise ConfigError(
             f"config key 'loop.judge_seed': seed data is read for task=gsm8k or task=math, not "

@@ -1,4 +1,5 @@
-"""Local training engine: the SFT step and the policy-gradient update of one model.
+"""Training steps: the SFT step, the policy-gradient update and the value update of one model, over a
+training engine (``selfverify.engines``: torch or DeepSpeed).
 
 The update reads only tensors (a rollout, its old/reference logprobs and advantages) and a config;
 which advantage estimator and policy loss it uses are registry names (selfverify.algos).
@@ -6,9 +7,9 @@ which advantage estimator and policy loss it uses are registry names (selfverify
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,52 +26,39 @@ from selfverify.algos import (
 from selfverify.config import RLConfig
 from selfverify.rollout import Rollout, response_logits, response_logprobs
 
-
-def make_optimizer(
-    model: torch.nn.Module, lr: float, *, warmup_steps: int = 0, total_steps: int | None = None
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """AdamW with linear warm-up, then cosine decay to 10% over ``total_steps`` (constant if None)."""
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        if total_steps is None:
-            return 1.0
-        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+if TYPE_CHECKING:
+    from selfverify.engines import TrainEngine
 
 
-def sft_step(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    batch: Rollout | Sequence[Rollout],
-    grad_clip: float = 1.0,
-) -> dict[str, float]:
+def sft_step(engine: TrainEngine, batch: Rollout | Sequence[Rollout]) -> dict[str, float]:
     """One supervised step: mean NLL of the response tokens (prompt tokens carry no loss) over a batch,
     or over the groups of one batch (``rollout.encode_by_length``): gradients accumulate, each group's
-    summed NLL divided by the batch's token count, so the step does not depend on the grouping."""
+    summed NLL divided by the batch's token count, so the step does not depend on the grouping (nor on
+    how the engine splits rows over ranks)."""
     parts = [batch] if isinstance(batch, Rollout) else list(batch)
     n_tokens = sum(float(b.response_mask.sum()) for b in parts)
-    optimizer.zero_grad(set_to_none=True)
+    chunks = [
+        (b, rows, w)
+        for b in parts
+        for rows, w in engine.micro_batches(torch.arange(len(b.texts)), len(b.texts))
+    ]
     loss = 0.0
-    for b in parts:
-        part = -(response_logprobs(model, b) * b.response_mask).sum() / n_tokens
-        part.backward()
+    for i, (b, rows, w) in enumerate(chunks):
+        mb = b.select(rows)
+        part = -(response_logprobs(engine.model, mb) * mb.response_mask).sum() / n_tokens * w
+        engine.backward(part, last=i == len(chunks) - 1)
         loss += part.item()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    scheduler.step()
-    return {"loss": loss, "grad_norm": grad_norm.item(), "lr": scheduler.get_last_lr()[0]}
+    grad_norm = engine.step()
+    engine.scheduler.step()
+    return {
+        "loss": engine.reduce({"loss": loss})["loss"],
+        "grad_norm": grad_norm,
+        "lr": engine.scheduler.get_last_lr()[0],
+    }
 
 
 def policy_update(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    engine: TrainEngine,
     batch: Rollout,
     *,
     old_logprobs: torch.Tensor,
@@ -85,7 +73,8 @@ def policy_update(
     Each optimizer step accumulates gradients over micro-batches; every loss is aggregated with the
     mini-batch's global token/sequence counts, so the gradient does not depend on micro_batch_size.
     ``positive`` [B] marks correct responses for VAPO's positive-example LM loss (``cfg.pos_lm_coef``).
-    Returned losses are per optimizer step (micro-batch parts summed); diagnostics are token means.
+    Returned losses are per optimizer step (micro-batch and rank parts summed); diagnostics are token
+    means.
     """
     loss_fn = get_policy_loss(cfg.policy_loss)
     # Dr.GRPO's constant normaliser: the generation budget.
@@ -105,10 +94,10 @@ def policy_update(
                 pos_mask = mask * positive[mini, None].float()
                 pos_counts = {"num_tokens": pos_mask.sum(), "num_seqs": (pos_mask.sum(-1) > 0).sum()}
             use_pos = bool(pos_counts) and pos_counts["num_tokens"] > 0  # no correct sample: no LM term
-            optimizer.zero_grad(set_to_none=True)
-            for micro in mini.split(cfg.micro_batch_size):
+            micros = engine.micro_batches(mini, cfg.micro_batch_size)
+            for i, (micro, scale) in enumerate(micros):
                 mb = batch.select(micro)
-                logits = response_logits(model, mb, cfg.temperature)
+                logits = response_logits(engine.model, mb, cfg.temperature)
                 logprob = logprobs_from_logits(logits, mb.responses)
                 pg_loss, stats = loss_fn(
                     logprob,
@@ -137,35 +126,32 @@ def policy_update(
                 if pos_counts:
                     terms["pos_lm_loss"] = (
                         cfg.pos_lm_coef
-                        * positive_lm_loss(
-                            logprob, mb.response_mask, positive[micro], **agg, **pos_counts
-                        )
+                        * positive_lm_loss(logprob, mb.response_mask, positive[micro], **agg, **pos_counts)
                         if use_pos
                         else logprob.new_zeros(())
                     )
-                sum(terms.values()).backward()
+                engine.backward(sum(terms.values()) * scale, last=i == len(micros) - 1)
                 for k, v in terms.items():
-                    losses[k] += v.item()
-                w = mb.response_mask.sum().item()
+                    losses[k] += v.item() * scale
+                w = mb.response_mask.sum().item() * scale
                 stats["entropy"] = masked_mean(entropy.detach(), mb.response_mask)
                 for k, v in stats.items():
                     means[k] += float(v) * w
                 weight += w
-            grad_norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item())
-            optimizer.step()
-    scheduler.step()
+            grad_norms.append(engine.step())
+    engine.scheduler.step()
     steps = len(grad_norms)
+    summed = engine.reduce({**losses, **{f"mean/{k}": v for k, v in means.items()}, "weight": weight})
     return {
-        **{k: v / steps for k, v in losses.items()},
-        **{k: v / max(weight, 1.0) for k, v in means.items()},
+        **{k: summed[k] / steps for k in losses},
+        **{k: summed[f"mean/{k}"] / max(summed["weight"], 1.0) for k in means},
         "grad_norm": sum(grad_norms) / steps,
-        "lr": scheduler.get_last_lr()[0],
+        "lr": engine.scheduler.get_last_lr()[0],
     }
 
 
 def value_update(
-    critic: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    engine: TrainEngine,
     batch: Rollout,
     *,
     old_values: torch.Tensor,
@@ -175,12 +161,12 @@ def value_update(
     """One pass of clipped value regression on the rollout (same micro-batching rule as the policy)."""
     mask = batch.response_mask
     counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
-    optimizer.zero_grad(set_to_none=True)
     total, clipfrac = 0.0, 0.0
-    for micro in torch.arange(len(batch.texts)).split(cfg.micro_batch_size):
+    micros = engine.micro_batches(torch.arange(len(batch.texts)), cfg.micro_batch_size)
+    for i, (micro, scale) in enumerate(micros):
         mb = batch.select(micro)
         loss, stats = value_loss(
-            critic(mb),
+            engine.model(mb),
             old_values[micro],
             returns[micro],
             mb.response_mask,
@@ -188,13 +174,13 @@ def value_update(
             agg_mode="token-mean",
             **counts,
         )
-        loss.backward()
-        total += loss.item()
-        clipfrac += stats["vf_clipfrac"].item() * mb.response_mask.sum().item()
-    grad_norm = torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.grad_clip).item()
-    optimizer.step()
+        engine.backward(loss * scale, last=i == len(micros) - 1)
+        total += loss.item() * scale
+        clipfrac += stats["vf_clipfrac"].item() * mb.response_mask.sum().item() * scale
+    grad_norm = engine.step()
+    summed = engine.reduce({"value_loss": total, "clipped": clipfrac})
     return {
-        "value_loss": total,
-        "vf_clipfrac": clipfrac / max(mask.sum().item(), 1.0),
+        "value_loss": summed["value_loss"],
+        "vf_clipfrac": summed["clipped"] / max(mask.sum().item(), 1.0),
         "value_grad_norm": grad_norm,
     }

@@ -22,25 +22,34 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.checkpoint import STATE_FILE
+from selfverify.config import TrainConfig
 from selfverify.critic import ValueModel
+from selfverify.engines import (
+    CRITIC_ADAM,
+    DEEPSPEED_DIR,
+    DeepSpeedTrainEngine,
+    TrainEngine,
+    gathered,
+    is_writer,
+    make_engine,
+)
 from selfverify.models import ModelSpec, load_model, load_pretrained, save_pretrained
 from selfverify.rollout import Rollout, encode_by_length, response_logprobs, sample, sample_texts
-from selfverify.trainer import make_optimizer, policy_update, sft_step, value_update
+from selfverify.trainer import policy_update, sft_step, value_update
 
 if TYPE_CHECKING:
     from selfverify.config import RLConfig
 
+CRITIC_DEEPSPEED_DIR = "critic-deepspeed"  # the critic's DeepSpeed checkpoint in a bundle
+
 
 @dataclass
 class Learner:
-    """The models and optimizers one RL phase updates."""
+    """What one RL phase updates: the policy's engine, a frozen reference, the critic's engine."""
 
-    policy: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
+    policy: TrainEngine
     ref: torch.nn.Module | None = None  # frozen reference for the KL penalty
-    critic: ValueModel | None = None  # value model for GAE estimators
-    critic_optimizer: torch.optim.Optimizer | None = None
+    critic: TrainEngine | None = None  # the value model's, for GAE estimators
 
 
 def frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
@@ -50,18 +59,41 @@ def frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
     return ref
 
 
-def build(spec: ModelSpec, seed: int, path: str | Path | None = None) -> LMWorker:
-    """The worker of ``spec``: the model at ``path`` when given (a checkpoint), else as ``spec`` names it."""
+def build(
+    spec: ModelSpec, seed: int, path: str | Path | None = None, train: TrainConfig | None = None
+) -> LMWorker:
+    """The worker of ``spec``: the model at ``path`` when given (a checkpoint), else as ``spec`` names it;
+    ``train`` chooses its training engine."""
     model, tokenizer = load_pretrained(path, spec) if path is not None else load_model(spec, seed)
-    return LMWorker(model, tokenizer)
+    return LMWorker(model, tokenizer, train, source=None if path is None else Path(path))
+
+
+def plain_copy(engine: DeepSpeedTrainEngine) -> torch.nn.Module:
+    """The engine's model with its full weights as an ordinary module, free of DeepSpeed's hooks and
+    partitions: what the worker keeps between training phases."""
+    module = engine.module
+    with engine.gathered():
+        weights = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    fresh = type(module)(module.config).to(device=module.device, dtype=module.dtype)
+    fresh.load_state_dict(weights)
+    fresh.generation_config = module.generation_config
+    return fresh.train(module.training)
 
 
 class LMWorker:
     """One language model behind the calls the pipelines make (see the module docstring)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        train: TrainConfig | None = None,
+        source: Path | None = None,
+    ) -> None:
         self.model, self.tokenizer = model, tokenizer
-        self.sft: tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler] | None = None
+        self.train = train or TrainConfig()
+        self.source = source  # the checkpoint it was loaded from: a resumed phase's DeepSpeed state
+        self.sft: TrainEngine | None = None
         self.learner: Learner | None = None
 
     def get_tokenizer(self) -> PreTrainedTokenizerBase:
@@ -116,15 +148,15 @@ class LMWorker:
         self, lr: float, *, warmup_steps: int, total_steps: int, state: dict[str, Any] | None = None
     ) -> None:
         """A fresh optimizer for an SFT phase (or the one in ``state``, from ``training_state``)."""
-        self.sft = make_optimizer(self.model, lr, warmup_steps=warmup_steps, total_steps=total_steps)
+        self.end_training()
+        self.sft = make_engine(self.model, lr, self.train, warmup_steps=warmup_steps, total_steps=total_steps)
         if state is not None:
-            self.sft[0].load_state_dict(state["optimizer"])
-            self.sft[1].load_state_dict(state["scheduler"])
+            self.sft.load_state_dict(state, self._saved(DEEPSPEED_DIR))
 
     def sft_step(self, prompts: list[str], targets: list[str]) -> dict[str, float]:
         """One step of mean NLL on the targets (batched by length, ``rollout.encode_by_length``)."""
         assert self.sft is not None, "start_sft first"
-        return sft_step(self.model, *self.sft, encode_by_length(self.tokenizer, prompts, targets))
+        return sft_step(self.sft, encode_by_length(self.tokenizer, prompts, targets))
 
     # --- reinforcement learning -----------------------------------------------------------------
     def start_rl(
@@ -137,33 +169,44 @@ class LMWorker:
         critic: ModelSpec | None = None,
         critic_path: str | Path | None = None,
         critic_lr: float = 1e-4,
+        grad_clip: float = 1.0,
         seed: int = 0,
         state: dict[str, Any] | None = None,
     ) -> None:
         """A fresh RL phase: optimizer; with ``reference`` a frozen π_ref (the model at
         ``reference_path``, or a copy of the policy now); with ``critic`` a value model (the one saved
         at ``critic_path``, or as ``ValueModel.from_spec`` builds it). ``state`` restores the optimizers
-        a ``training_state`` saved."""
-        opt, sched = make_optimizer(self.model, lr, warmup_steps=warmup_steps)
-        learner = Learner(self.model, opt, sched)
+        a ``training_state`` saved. ``grad_clip`` bounds the policy's and the critic's gradient norms."""
+        self.end_training()
+        ref = value_model = None
+        # Reference and critic are copied before an engine may partition the policy (ZeRO-3).
         if reference_path is not None and reference:  # loaded for this phase alone: frozen in place
             ref = load_pretrained(reference_path)[0].to(device=self.model.device, dtype=self.model.dtype)
-            learner.ref = ref.eval().requires_grad_(False)
+            ref = ref.eval().requires_grad_(False)
         elif reference:
-            learner.ref = frozen_copy(self.model)
+            ref = frozen_copy(self.model)
         if critic is not None:
-            learner.critic = (
+            value_model = (
                 ValueModel.load(Path(critic_path))
                 if critic_path is not None
                 else ValueModel.from_spec(critic, self.model, seed)
             )
-            learner.critic_optimizer = torch.optim.AdamW(learner.critic.parameters(), lr=critic_lr)
+        learner = Learner(
+            make_engine(self.model, lr, self.train, grad_clip=grad_clip, warmup_steps=warmup_steps)
+        )
+        learner.ref = ref
+        if value_model is not None:
+            learner.critic = make_engine(
+                value_model, critic_lr, self.train, grad_clip=grad_clip, adam=CRITIC_ADAM
+            )
         if state is not None and "optimizer" in state:
-            opt.load_state_dict(state["optimizer"])
-            sched.load_state_dict(state["scheduler"])
-        if state is not None and "critic_optimizer" in state and learner.critic_optimizer is not None:
-            learner.critic_optimizer.load_state_dict(state["critic_optimizer"])
+            learner.policy.load_state_dict(state, self._saved(DEEPSPEED_DIR))
+        if state is not None and "critic_optimizer" in state and learner.critic is not None:
+            learner.critic.load_state_dict(state["critic_optimizer"], self._saved(CRITIC_DEEPSPEED_DIR))
         self.learner = learner
+
+    def _saved(self, name: str) -> Path | None:
+        return None if self.source is None else self.source / name
 
     @torch.no_grad()
     def rollout_stats(
@@ -173,15 +216,17 @@ class LMWorker:
         reference's (when there is one) and the critic's values (when there is one)."""
         lr = self._learner()
         mb = cfg.micro_batch_size
-        old = response_logprobs(lr.policy, rollout, cfg.temperature, mb)
+        old = response_logprobs(lr.policy.module, rollout, cfg.temperature, mb)
         ref = None if lr.ref is None else response_logprobs(lr.ref, rollout, cfg.temperature, mb)
-        values = lr.critic(rollout) if lr.critic is not None else None
+        values = lr.critic.module(rollout) if lr.critic is not None else None
         return old, ref, values
 
     @torch.no_grad()
     def values(self, rollout: Rollout) -> torch.Tensor:
         """The critic's values [B, T] of a rollout's response tokens."""
-        return self._learner().critic(rollout)
+        critic = self._learner().critic
+        assert critic is not None, "start_rl with a critic first"
+        return critic.module(rollout)
 
     def update(
         self,
@@ -201,8 +246,6 @@ class LMWorker:
         lr = self._learner()
         metrics = policy_update(
             lr.policy,
-            lr.optimizer,
-            lr.scheduler,
             rollout,
             old_logprobs=old_logprobs,
             advantages=advantages,
@@ -219,38 +262,49 @@ class LMWorker:
         self, rollout: Rollout, *, old_values: torch.Tensor, returns: torch.Tensor, cfg: RLConfig
     ) -> dict[str, float]:
         """One clipped value-regression step of the critic (alone: VAPO's value pretraining)."""
-        lr = self._learner()
-        return value_update(
-            lr.critic, lr.critic_optimizer, rollout, old_values=old_values, returns=returns, cfg=cfg
-        )
+        critic = self._learner().critic
+        assert critic is not None, "start_rl with a critic first"
+        return value_update(critic, rollout, old_values=old_values, returns=returns, cfg=cfg)
 
     def _learner(self) -> Learner:
         assert self.learner is not None, "start_rl first"
         return self.learner
 
     def end_training(self) -> None:
-        """Drop optimizers, reference and critic: the phase is over and their memory is free."""
+        """Drop optimizers, reference and critic: the phase is over and their memory is free. A
+        DeepSpeed-trained model becomes an ordinary module again, with its full weights."""
+        engine = self.sft or (self.learner.policy if self.learner is not None else None)
+        if isinstance(engine, DeepSpeedTrainEngine):
+            self.model = plain_copy(engine)
         self.sft, self.learner = None, None
 
     # --- checkpoints ----------------------------------------------------------------------------
     def training_state(self) -> dict[str, Any]:
         """Optimizer and scheduler state of the phase in progress (what a resumed phase restores)."""
         if self.learner is not None:
-            lr = self.learner
-            out = {"optimizer": lr.optimizer.state_dict(), "scheduler": lr.scheduler.state_dict()}
-            if lr.critic_optimizer is not None:
-                out["critic_optimizer"] = lr.critic_optimizer.state_dict()
+            out = self.learner.policy.state_dict()
+            if self.learner.critic is not None:
+                out["critic_optimizer"] = self.learner.critic.state_dict()
             return out
-        if self.sft is not None:
-            return {"optimizer": self.sft[0].state_dict(), "scheduler": self.sft[1].state_dict()}
-        return {}
+        return self.sft.state_dict() if self.sft is not None else {}
 
     def save(self, path: str | Path, state: dict[str, Any] | None = None) -> None:
         """The model and tokenizer as a Hugging Face directory (the critic under ``critic/``), with
-        ``state`` in ``trainer_state.pt`` when given. Callers make the write atomic."""
+        ``state`` in ``trainer_state.pt`` when given. Callers make the write atomic. Under DeepSpeed every
+        rank takes part (ZeRO-3 gathers the weights) and rank 0 writes the same directory as ever, plus
+        the engines' own checkpoints of their optimizer partitions."""
         path = Path(path)
-        save_pretrained(self.model, self.tokenizer, path)
-        if self.learner is not None and self.learner.critic is not None:
-            self.learner.critic.save(path / "critic")
-        if state is not None:
+        policy = self.sft or (self.learner.policy if self.learner is not None else None)
+        critic = self.learner.critic if self.learner is not None else None
+        with gathered(policy):
+            if is_writer():
+                save_pretrained(self.model, self.tokenizer, path)
+        if critic is not None:
+            with gathered(critic):
+                if is_writer():
+                    critic.module.save(path / "critic")
+        for engine, name in ((policy, DEEPSPEED_DIR), (critic, CRITIC_DEEPSPEED_DIR)):
+            if engine is not None:
+                engine.save(path / name)
+        if state is not None and is_writer():
             torch.save(state, path / STATE_FILE)

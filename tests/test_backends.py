@@ -45,7 +45,7 @@ def test_a_ray_worker_answers_as_the_local_one(ray_backend: RayBackend) -> None:
 
 def test_a_dead_worker_names_itself(ray_backend: RayBackend) -> None:
     remote = ray_backend.spawn("judge", TINY_SPEC, seed=0)
-    ray.kill(remote._actor)
+    ray.kill(remote._actors[0])
     with pytest.raises(WorkerDied, match="the judge worker died.*same --run-dir"):
         remote.generate(["Q:1\n"], max_new_tokens=2)
 

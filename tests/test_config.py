@@ -85,7 +85,8 @@ def test_reward_mode_and_labels_are_checked(overrides, key):
 def test_rl_pipeline_takes_process_rewards_on_exactly_labelled_tasks():
     for task in ("embedded", "arithmetic_nl"):
         for mode in ("process", "mix"):
-            assert load_config(None, ["pipeline=rl", f"task={task}", f"reward.mode={mode}"]).reward.mode == mode
+            cfg = load_config(None, ["pipeline=rl", f"task={task}", f"reward.mode={mode}"])
+            assert cfg.reward.mode == mode
 
 
 def test_selfverify_pipeline_takes_verifier_reward_modes():

@@ -5,12 +5,13 @@ import pytest
 import torch
 
 from selfverify.config import config_dir, load_config, objective_names
+from selfverify.engines import TorchEngine
 from selfverify.loop import main
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.rollout import response_logprobs, sample
 from selfverify.tasks import Problem
 from selfverify.tracking import read_metrics
-from selfverify.trainer import make_optimizer, policy_update
+from selfverify.trainer import policy_update
 
 EXPECTED = {
     "grpo": {"kl", "kl_loss"},
@@ -68,9 +69,8 @@ def _clip_fractions(rl) -> dict[str, float]:
     with torch.no_grad():
         old = response_logprobs(model, rollout)
     advantages = torch.randn(rollout.response_mask.shape, generator=torch.Generator().manual_seed(0))
-    opt, sched = make_optimizer(model, 3e-2)
-    metrics = policy_update(
-        model, opt, sched, rollout, old_logprobs=old, advantages=advantages, ref_logprobs=None,
+    engine = TorchEngine(model, 3e-2, grad_clip=1.0)
+    metrics = policy_update(engine, rollout, old_logprobs=old, advantages=advantages, ref_logprobs=None,
         cfg=rl, seed=0,
     )  # fmt: skip
     return {k: v for k, v in metrics.items() if k.startswith("clipfrac")}

@@ -10,6 +10,7 @@ import torch
 import selfverify.rl as rl_module
 from selfverify.algos import AGG_MODES, gae_advantages, get_advantage_estimator
 from selfverify.config import RLConfig
+from selfverify.engines import TorchEngine
 from selfverify.models import ModelSpec, build_char_tokenizer, build_model
 from selfverify.rl import (
     Scored,
@@ -22,7 +23,7 @@ from selfverify.rl import (
 )
 from selfverify.rollout import encode_by_length, encode_pairs, line_end_tokens, response_logprobs, sample
 from selfverify.tasks import Problem, split_steps
-from selfverify.trainer import make_optimizer, policy_update, sft_step
+from selfverify.trainer import policy_update, sft_step
 from selfverify.workers import LMWorker
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
@@ -39,10 +40,8 @@ def _updated_params(micro_batch_size: int, agg_mode: str) -> list[torch.Tensor]:
     adv = torch.randn(rollout.response_mask.shape, generator=torch.Generator().manual_seed(2))
     cfg = RLConfig(micro_batch_size=micro_batch_size, agg_mode=agg_mode, max_new_tokens=10, lr=1e-2)
     model = copy.deepcopy(model)
-    opt, sched = make_optimizer(model, cfg.lr)
-    policy_update(
-        model, opt, sched, rollout, old_logprobs=old, advantages=adv, ref_logprobs=None, cfg=cfg, seed=0
-    )
+    engine = TorchEngine(model, cfg.lr, grad_clip=cfg.grad_clip)
+    policy_update(engine, rollout, old_logprobs=old, advantages=adv, ref_logprobs=None, cfg=cfg, seed=0)
     return [p.detach().clone() for p in model.parameters()]
 
 
@@ -152,10 +151,10 @@ def _multiline_state() -> dict[str, torch.Tensor]:
     """A tiny model briefly fitted to reference solutions, so its samples have several lines."""
     tok = build_char_tokenizer()
     model = build_model(SPEC, tok, seed=0)
-    opt, sched = make_optimizer(model, 1e-2)
+    engine = TorchEngine(model, 1e-2, grad_clip=1.0)
     batch = encode_pairs(tok, [p.prompt for p in PROBLEMS], [p.reference_solution() for p in PROBLEMS])
     for _ in range(40):
-        sft_step(model, opt, sched, batch)
+        sft_step(engine, batch)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
@@ -201,7 +200,7 @@ def _process_step(monkeypatch, **overrides):
     cfg = RLConfig(prompts_per_step=2, group_size=4, max_new_tokens=16, lr=1e-2, **overrides)
     worker = LMWorker(model, tok)
     worker.start_rl(cfg.lr, critic=ModelSpec() if cfg.advantage == "gae" else None, critic_lr=1e-2)
-    critic = worker.learner.critic
+    critic = worker.learner.critic.module if worker.learner.critic else None
     spy, seen = _Spy(), []
     monkeypatch.setattr(rl_module, "get_advantage_estimator", spy)
     before = [p.detach().clone() for p in model.parameters()]
@@ -276,8 +275,8 @@ def test_sft_step_over_length_groups_equals_one_batch() -> None:
     results = []
     for batch in (encode_pairs(tok, prompts, responses), groups):
         model = build_model(SPEC, tok, seed=0)
-        opt, sched = make_optimizer(model, 1e-2)
-        m = sft_step(model, opt, sched, batch)
+        engine = TorchEngine(model, 1e-2, grad_clip=1.0)
+        m = sft_step(engine, batch)
         results.append((m["loss"], m["grad_norm"], [p.detach().clone() for p in model.parameters()]))
     (loss_a, norm_a, params_a), (loss_b, norm_b, params_b) = results
     assert loss_a == pytest.approx(loss_b, rel=1e-5) and norm_a == pytest.approx(norm_b, rel=1e-4)
@@ -294,9 +293,9 @@ def _one_update(cfg: RLConfig, *, ref_seed: int | None = None, positive: bool = 
     with torch.no_grad():
         old = response_logprobs(model, rollout)
         ref = None if ref_seed is None else response_logprobs(build_model(SPEC, tok, seed=ref_seed), rollout)
-    opt, sched = make_optimizer(model, cfg.lr)
+    engine = TorchEngine(model, cfg.lr, grad_clip=cfg.grad_clip)
     metrics = policy_update(
-        model, opt, sched, rollout, old_logprobs=old, advantages=adv, ref_logprobs=ref, cfg=cfg, seed=0,
+        engine, rollout, old_logprobs=old, advantages=adv, ref_logprobs=ref, cfg=cfg, seed=0,
         positive=torch.arange(len(PROBLEMS)) % 2 == 0 if positive else None,
     )  # fmt: skip
     if ref is not None:
