@@ -55,7 +55,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     t_start = time.time()
     ckpt = run_dir / "checkpoints"
     recover(ckpt / "latest")
-    backend = make_backend(cfg.backend, cfg.threads, cfg.train)
+    backend = make_backend(cfg.backend, cfg.threads, cfg.train, cfg.rollout)
     try:
         return _run(cfg, run_dir, backend, ckpt, t_start, progress)
     finally:
@@ -176,6 +176,7 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
         tracker.log("eval", rl.steps, final)
         figures["final_accuracy"] = final["accuracy"]
         figures["final_valid_solution_rate"] = final["valid_solution_rate"]
+        figures |= policy.rollout_engine_stats()  # rollout.engine=vllm: its syncs and their checks
         checkpoint(ckpt / "final", "done", rl.steps)
         policy.end_training()
         checkpoint(ckpt / "latest", "done", rl.steps)

@@ -95,7 +95,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     run_dir = run_dir.resolve()  # workers in other processes (backend=ray) write checkpoints here
     clock = time.time()
     recover(run_dir / "checkpoints" / "latest")
-    backend = make_backend(cfg.backend, cfg.threads, cfg.train)
+    backend = make_backend(cfg.backend, cfg.threads, cfg.train, cfg.rollout)
     try:
         return _run(cfg, run_dir, backend, clock, progress)
     finally:
@@ -498,6 +498,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
     final = state["rounds"][-1] if state["rounds"] else {}
     figures["final_accuracy"] = final.get("generator_accuracy")
     figures["final_valid_solution_rate"] = final.get("valid_solution_rate")
+    figures |= generator.rollout_engine_stats()  # rollout.engine=vllm: the generator's syncs, checked
     tracker.close()
     summary = dict(figures)
     summary["rounds"] = state["rounds"]

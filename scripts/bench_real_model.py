@@ -3,6 +3,10 @@ held-out accuracy on a task, as the loop runs them (HF generate with the KV cach
 GRPO step).
 
     python scripts/bench_real_model.py --model smollm2 --task arithmetic_nl --out bench.json
+    python scripts/bench_real_model.py --vllm-python .venv-vllm/bin/python   # and vLLM's generation
+
+With ``--vllm-python`` the same batch is also sampled by the vLLM rollout engine (after one call that
+starts it), and its tokens/s is set against HF generate's.
 
 Run it alone: on two cores anything else running skews a timing several-fold.
 """
@@ -16,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from selfverify.config import load_config
+from selfverify.config import RolloutConfig, load_config
 from selfverify.evaluate import evaluate_generator
 from selfverify.models import chat_prompter
 from selfverify.rl import rl_step
@@ -33,6 +37,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32, help="responses per generation / RL batch")
     parser.add_argument("--new-tokens", type=int, default=40)
     parser.add_argument("--heldout", type=int, default=128, help="problems for the zero-shot accuracy")
+    parser.add_argument("--vllm-python", default=None, help="also time vLLM's generation (its Python)")
+    parser.add_argument("--vllm-compile", action="store_true", help="let vLLM compile (enforce_eager off)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     cfg = load_config(args.config, [f"model.path={args.model}", f"task.name={args.task}"])
@@ -98,9 +104,35 @@ def main() -> None:
             "what": "sampling, old log-probs, one PPO update",
         },
     }
+    if args.vllm_python:
+        result["vllm_generation"] = time_vllm(cfg, args, prompts, result["generation"]["tokens_per_s"])
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def time_vllm(cfg, args: argparse.Namespace, prompts: list[str], hf_tokens_per_s: float) -> dict:
+    """The same batch sampled by the vLLM rollout engine, after one call that starts it."""
+    rollout = RolloutConfig(engine="vllm", vllm_python=args.vllm_python, enforce_eager=not args.vllm_compile)
+    served = build(cfg.model, cfg.seed, rollout=rollout)
+    start = time.perf_counter()
+    served.generate(prompts[:1], max_new_tokens=args.new_tokens, seed=0)
+    startup_s = time.perf_counter() - start
+    start = time.perf_counter()
+    out = served.generate(prompts, max_new_tokens=args.new_tokens, seed=0)
+    gen_s = time.perf_counter() - start
+    served.vllm.close()
+    generated = int(out.lengths.sum())
+    return {
+        "responses": len(prompts),
+        "generated_tokens": generated,
+        "seconds": round(gen_s, 2),
+        "tokens_per_s": round(generated / gen_s, 1),
+        "vs_hf_generate": round(generated / gen_s / hf_tokens_per_s, 2),
+        "startup_seconds": round(startup_s, 1),
+        "enforce_eager": rollout.enforce_eager,
+        **served.rollout_engine_stats(),
+    }
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
     python scripts/compare_engines.py --out runs/engines --stage 2 --ranks 2 [config overrides ...]
 
-Runs ``python -m selfverify.loop`` twice with the same seed and settings (``--config``, default
-configs/rl.yaml, then the overrides): once with the torch engine in this process's backend, once with
-DeepSpeed ZeRO ``--stage`` over ``--ranks`` data-parallel gloo ranks (``backend=ray``). Writes
-``compare.json`` (per-step figures of both runs and their largest differences) and ``compare.png``
+Runs ``python -m selfverify.loop`` with the same seed and settings (``--config``, default
+configs/rl.yaml, then the overrides): the torch engine in this process's backend, then DeepSpeed ZeRO
+``--stage`` over ``--ranks`` data-parallel gloo ranks (``backend=ray``), once whole (its cold start
+is compared) and once from the torch run's cold-started policy (its RL steps are compared: the same
+policy samples the same first batch, so the losses start equal and any drift is the engines'). Writes
+``compare.json`` (per-step figures of the runs and their largest differences) and ``compare.png``
 under ``--out``. A run directory that already holds a finished run is reused.
 """
 
@@ -49,16 +51,19 @@ def main() -> None:
     args = parser.parse_args()
     overrides = args.overrides or DEFAULTS
     engine = ["train=deepspeed", f"train.zero_stage={args.stage}", f"train.ranks={args.ranks}"]
+    engine.append("backend=ray")
+    name = f"deepspeed-z{args.stage}-r{args.ranks}"
     torch_run = run(args.out / "torch", args.config, overrides)
-    ds_run = run(
-        args.out / f"deepspeed-z{args.stage}-r{args.ranks}", args.config, [*overrides, *engine, "backend=ray"]
-    )
+    ds_whole = run(args.out / name, args.config, [*overrides, *engine])
+    cold = (args.out / "torch" / "checkpoints" / "cold_start").resolve()
+    ds_rl = run(args.out / f"{name}-rl", args.config, [*overrides, *engine, f"init_from={cold}"])
+    runs = {"sft": ds_whole, "rl": ds_rl}
 
     report: dict = {"overrides": overrides, "stage": args.stage, "ranks": args.ranks, "figures": {}}
     panels = [(phase, key) for phase, keys in FIGURES.items() for key in keys]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
     for ax, (phase, key) in zip(axes, panels, strict=True):
-        a, b = by_step(torch_run, phase, key), by_step(ds_run, phase, key)
+        a, b = by_step(torch_run, phase, key), by_step(runs[phase], phase, key)
         diffs = [abs(x - y) for x, y in zip(a, b, strict=True)]
         report["figures"][f"{phase}/{key}"] = {
             "torch": a,

@@ -23,10 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-import torch
-
-from selfverify.config import BackendConfig, TrainConfig
-from selfverify.engines import free_port, join_group
+from selfverify.config import BackendConfig, RolloutConfig, TrainConfig
+from selfverify.engines import configure_torch, free_port, join_group
 from selfverify.models import ModelSpec
 from selfverify.workers import LMWorker, build
 
@@ -52,11 +50,11 @@ class Backend(Protocol):
 class LocalBackend:
     """Workers as objects in this process."""
 
-    def __init__(self, train: TrainConfig | None = None) -> None:
-        self.train = train or TrainConfig()
+    def __init__(self, train: TrainConfig | None = None, rollout: RolloutConfig | None = None) -> None:
+        self.train, self.rollout = train, rollout
 
     def spawn(self, name: str, spec: ModelSpec, seed: int, path: str | Path | None = None) -> LMWorker:
-        return build(spec, seed, path, self.train)
+        return build(spec, seed, path, self.train, self.rollout)
 
     def shutdown(self) -> None:
         pass
@@ -66,12 +64,17 @@ class WorkerActor(LMWorker):
     """A worker built in its actor's own process, with the run's thread count and determinism."""
 
     def __init__(
-        self, spec: ModelSpec, seed: int, path: str | Path | None, threads: int, train: TrainConfig
+        self,
+        spec: ModelSpec,
+        seed: int,
+        path: str | Path | None,
+        threads: int,
+        train: TrainConfig,
+        rollout: RolloutConfig,
     ) -> None:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(True)
-        built = build(spec, seed, path, train)
-        super().__init__(built.model, built.tokenizer, train, built.source)
+        configure_torch(threads)
+        built = build(spec, seed, path, train, rollout)
+        super().__init__(built.model, built.tokenizer, train, built.source, rollout, seed)
 
     def address(self) -> tuple[str, int]:
         """Where this actor, as rank 0, listens for the other ranks: its node's address, a free port."""
@@ -110,11 +113,18 @@ class RemoteWorker:
 class RayBackend:
     """Workers as Ray actors in one placement group (see the module docstring)."""
 
-    def __init__(self, cfg: BackendConfig, threads: int, train: TrainConfig | None = None) -> None:
+    def __init__(
+        self,
+        cfg: BackendConfig,
+        threads: int,
+        train: TrainConfig | None = None,
+        rollout: RolloutConfig | None = None,
+    ) -> None:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
 
-        self.cfg, self.threads, self.train = cfg, threads, train or TrainConfig()
+        self.cfg, self.threads = cfg, threads
+        self.train, self.rollout = train or TrainConfig(), rollout or RolloutConfig()
         slots = len(WORKER_SLOTS) * self.train.ranks  # one bundle per rank of every worker
         self.owns_ray = not ray.is_initialized()  # else a caller's Ray session: left running
         if self.owns_ray:
@@ -162,7 +172,7 @@ class RayBackend:
                 scheduling_strategy=strategy,
                 max_restarts=0,
             )
-            actors.append(actor_cls.remote(spec, seed, where, self.threads, self.train))
+            actors.append(actor_cls.remote(spec, seed, where, self.threads, self.train, self.rollout))
         self.actors += actors
         worker = RemoteWorker(actors, name)
         if ranks > 1:
@@ -184,7 +194,9 @@ class RayBackend:
             ray.shutdown()
 
 
-def make_backend(cfg: BackendConfig, threads: int, train: TrainConfig | None = None) -> Backend:
+def make_backend(
+    cfg: BackendConfig, threads: int, train: TrainConfig | None = None, rollout: RolloutConfig | None = None
+) -> Backend:
     if cfg.name == "ray":
-        return RayBackend(cfg, threads, train)
-    return LocalBackend(train)
+        return RayBackend(cfg, threads, train, rollout)
+    return LocalBackend(train, rollout)

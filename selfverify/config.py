@@ -197,6 +197,21 @@ class TrainConfig:
 
 
 @dataclass
+class RolloutConfig:
+    """What samples the models' responses (selfverify.vllm_engine for vllm)."""
+
+    engine: str = "hf"  # hf (transformers' generate) | vllm
+    # vllm: the Python of an environment with vLLM (its CPU build pins its own torch and
+    # transformers); None: this process's Python.
+    vllm_python: str | None = None
+    memory_fraction: float = 0.1  # vLLM's gpu_memory_utilization (on the CPU backend: of CPU memory)
+    enforce_eager: bool = True  # no CUDA graphs / compilation: quicker start-up, slower decoding
+    max_model_len: int = 2048  # prompt + response tokens vLLM reserves its KV cache for (at most the model's)
+    # The largest |vLLM − trainer| log-prob of the check sequence a weight sync may leave.
+    logprob_tolerance: float = 1e-3
+
+
+@dataclass
 class WandbConfig:
     enabled: bool = False
     project: str = "selfverify"
@@ -224,6 +239,7 @@ class Config:
     eval_batch_size: int = 256
     backend: BackendConfig = field(default_factory=BackendConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
 
@@ -270,8 +286,14 @@ def _read_yaml(path: Path, what: str) -> DictConfig:
 
 
 # Whole-section shorthands on the command line: task=gsm8k, model=<path or hub name>, backend=ray,
-# train=deepspeed.
-SHORTHANDS = {"task": "task.name", "model": "model.path", "backend": "backend.name", "train": "train.engine"}
+# train=deepspeed, rollout=vllm.
+SHORTHANDS = {
+    "task": "task.name",
+    "model": "model.path",
+    "backend": "backend.name",
+    "train": "train.engine",
+    "rollout": "rollout.engine",
+}
 
 
 def _read_override(item: str) -> DictConfig:
@@ -356,6 +378,7 @@ def check_choices(cfg: Config) -> None:
         "backend.placement": (cfg.backend.placement, ("pack", "spread")),
         "train.engine": (cfg.train.engine, ("torch", "deepspeed")),
         "train.zero_stage": (cfg.train.zero_stage, (1, 2, 3)),
+        "rollout.engine": (cfg.rollout.engine, ("hf", "vllm")),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:

@@ -226,6 +226,15 @@ def gathered(engine: TrainEngine | None):
     return engine.gathered() if isinstance(engine, DeepSpeedTrainEngine) else nullcontext()
 
 
+def configure_torch(threads: int) -> None:
+    """A run's process (the driver, or a worker's actor): its thread count and deterministic kernels.
+    Uninitialised memory is not filled: DeepSpeed allocates its gradient buckets with ``torch.empty``
+    (hundreds of MB each), and filling them, the deterministic default, cost seconds per step."""
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
+
+
 def is_writer() -> bool:
     """Whether this process writes checkpoints: rank 0, or the only process."""
     return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
 from rich.console import Console
 from rich.table import Table
 
 from selfverify.backends import BackendError
 from selfverify.checkpoint import CheckpointError, CheckpointWriteError
 from selfverify.config import Config, ConfigError, load_config, to_yaml
+from selfverify.engines import configure_torch
 from selfverify.io import SourceError, atomic_write_json, atomic_write_text
 from selfverify.plots import plot_curves
 from selfverify.tracking import read_metrics
@@ -87,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]error:[/red] cannot write the run directory {run_dir}: {err.strerror or err}")
         return 2
 
-    torch.set_num_threads(cfg.threads)
-    torch.use_deterministic_algorithms(True)
+    configure_torch(cfg.threads)
     console.print(f"run directory: {run_dir}")
     try:
         summary = _pipelines()[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)

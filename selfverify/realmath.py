@@ -102,9 +102,7 @@ _LATEX_FRAC_RE = re.compile(r"^(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}$")
 _POWER_TOWER_RE = re.compile(r"(\^|\*\*)[\s({]*[-+]?[\w.]+[\s)}]*(\^|\*\*)")
 # An exponent, a factorial's or a binomial's argument of 4 digits or more, or a factorial of a bracketed
 # expression ("(9!)!", "(10^6)!"): sympy works on it until the timeout fires.
-_HUGE_POWER_RE = re.compile(
-    r"(?:\^|\*\*)[\s({]*[-+]?\d{4}|(?<!\d)\d{4,}\s*!|[)}\]]\s*!|\\binom\s*\{\s*\d{4}"
-)
+_HUGE_POWER_RE = re.compile(r"(?:\^|\*\*)[\s({]*[-+]?\d{4}|(?<!\d)\d{4,}\s*!|[)}\]]\s*!|\\binom\s*\{\s*\d{4}")
 _INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _UNICODE_MAP = {c: chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)} | {0x3000: " ", 0xA0: " ", 0x202F: " "}
 _NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")

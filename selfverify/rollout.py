@@ -47,14 +47,14 @@ class Rollout:
         )
 
 
-def _response_mask(responses: torch.Tensor, stop_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def stop_mask(responses: torch.Tensor, stop_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Mask through the first stop token; rows with none are truncated."""
     is_eos = torch.isin(responses, torch.tensor(list(stop_ids), device=responses.device))
     after_eos = (is_eos.cumsum(-1) - is_eos.long()) > 0  # strictly after the first eos
     return (~after_eos).float(), ~is_eos.any(-1)
 
 
-def _encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]) -> dict[str, torch.Tensor]:
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]) -> dict[str, torch.Tensor]:
     return tokenizer(
         prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
     )
@@ -72,7 +72,7 @@ def sample(
     seed: int | None = None,
 ) -> Rollout:
     """Sample one response per prompt (repeat a prompt G times for a group)."""
-    enc = _encode_prompts(tokenizer, prompts)
+    enc = encode_prompts(tokenizer, prompts)
     stop = stop_token_ids(model, tokenizer)
     # Sampling reads the full distribution: top_k=None would fall back to transformers' default of 50.
     sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
@@ -87,7 +87,7 @@ def sample(
     model.train(was_training)
     prompt_len = enc["input_ids"].shape[1]
     responses = out[:, prompt_len:]
-    response_mask, truncated = _response_mask(responses, stop)
+    response_mask, truncated = stop_mask(responses, stop)
     attention_mask = torch.cat([enc["attention_mask"], response_mask.long()], dim=1)
     texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
     return Rollout(out, attention_mask, response_mask, prompt_len, texts, truncated)
@@ -123,7 +123,7 @@ def sample_texts(
 
 def encode_pairs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str]) -> Rollout:
     """Teacher-forced batch in rollout layout: each response followed by end-of-sequence."""
-    enc = _encode_prompts(tokenizer, prompts)
+    enc = encode_prompts(tokenizer, prompts)
     ids = [tokenizer(r, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in responses]
     width = max(len(r) for r in ids)
     resp = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)

@@ -22,7 +22,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.checkpoint import STATE_FILE
-from selfverify.config import TrainConfig
+from selfverify.config import RolloutConfig, TrainConfig
 from selfverify.critic import ValueModel
 from selfverify.engines import (
     CRITIC_ADAM,
@@ -36,6 +36,7 @@ from selfverify.engines import (
 from selfverify.models import ModelSpec, load_model, load_pretrained, save_pretrained
 from selfverify.rollout import Rollout, encode_by_length, response_logprobs, sample, sample_texts
 from selfverify.trainer import policy_update, sft_step, value_update
+from selfverify.vllm_engine import VLLMRollout
 
 if TYPE_CHECKING:
     from selfverify.config import RLConfig
@@ -60,12 +61,17 @@ def frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
 
 
 def build(
-    spec: ModelSpec, seed: int, path: str | Path | None = None, train: TrainConfig | None = None
+    spec: ModelSpec,
+    seed: int,
+    path: str | Path | None = None,
+    train: TrainConfig | None = None,
+    rollout: RolloutConfig | None = None,
 ) -> LMWorker:
     """The worker of ``spec``: the model at ``path`` when given (a checkpoint), else as ``spec`` names it;
-    ``train`` chooses its training engine."""
+    ``train`` chooses its training engine, ``rollout`` its sampler."""
     model, tokenizer = load_pretrained(path, spec) if path is not None else load_model(spec, seed)
-    return LMWorker(model, tokenizer, train, source=None if path is None else Path(path))
+    source = None if path is None else Path(path)
+    return LMWorker(model, tokenizer, train, source=source, rollout=rollout, seed=seed)
 
 
 def plain_copy(engine: DeepSpeedTrainEngine) -> torch.nn.Module:
@@ -89,9 +95,13 @@ class LMWorker:
         tokenizer: PreTrainedTokenizerBase,
         train: TrainConfig | None = None,
         source: Path | None = None,
+        rollout: RolloutConfig | None = None,
+        seed: int = 0,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.train = train or TrainConfig()
+        rollout = rollout or RolloutConfig()
+        self.vllm = VLLMRollout(rollout, seed) if rollout.engine == "vllm" else None
         self.source = source  # the checkpoint it was loaded from: a resumed phase's DeepSpeed state
         self.sft: TrainEngine | None = None
         self.learner: Learner | None = None
@@ -111,6 +121,14 @@ class LMWorker:
         seed: int | None = None,
     ) -> Rollout:
         """One response per prompt as a rollout (repeat a prompt G times for a group)."""
+        if self.vllm is not None:
+            kw = {
+                "max_new_tokens": max_new_tokens,
+                "temperature": temperature,
+                "greedy": greedy,
+                "seed": seed,
+            }
+            return self._served(prompts, kw)
         return sample(
             self.model,
             self.tokenizer,
@@ -131,7 +149,16 @@ class LMWorker:
         temperature: float = 1.0,
         seed: int | None = None,
     ) -> list[str]:
-        """One response text per prompt, ``batch_size`` prompts at a time."""
+        """One response text per prompt, ``batch_size`` prompts at a time (vLLM: all at once)."""
+        if self.vllm is not None:
+            kw = {
+                "max_new_tokens": max_new_tokens,
+                "temperature": temperature,
+                "greedy": greedy,
+                "seed": seed,
+            }
+            served = self._served(list(prompts), kw)
+            return served.texts if served is not None else []
         return sample_texts(
             self.model,
             self.tokenizer,
@@ -142,6 +169,21 @@ class LMWorker:
             temperature=temperature,
             seed=seed,
         )
+
+    def _served(self, prompts: list[str], kw: dict[str, Any]) -> Rollout | None:
+        """Sampled by vLLM (on rank 0; the other ranks only help ZeRO-3 gather the weights to sync)."""
+        assert self.vllm is not None
+        with gathered(self._policy_engine()):
+            if is_writer():
+                return self.vllm.generate(self.model, self.tokenizer, prompts, **kw)
+        return None
+
+    def rollout_engine_stats(self) -> dict[str, float]:
+        """The vLLM engine's weight syncs and the largest log-prob gap its checks saw ({} for HF)."""
+        return self.vllm.stats() if self.vllm is not None else {}
+
+    def _policy_engine(self) -> TrainEngine | None:
+        return self.sft or (self.learner.policy if self.learner is not None else None)
 
     # --- supervised fine-tuning -----------------------------------------------------------------
     def start_sft(
@@ -156,7 +198,12 @@ class LMWorker:
     def sft_step(self, prompts: list[str], targets: list[str]) -> dict[str, float]:
         """One step of mean NLL on the targets (batched by length, ``rollout.encode_by_length``)."""
         assert self.sft is not None, "start_sft first"
+        self._weights_changed()
         return sft_step(self.sft, encode_by_length(self.tokenizer, prompts, targets))
+
+    def _weights_changed(self) -> None:
+        if self.vllm is not None:
+            self.vllm.stale = True
 
     # --- reinforcement learning -----------------------------------------------------------------
     def start_rl(
@@ -244,6 +291,7 @@ class LMWorker:
         """The policy update on one rollout batch (``trainer.policy_update``), then the critic's when
         there is one and ``returns`` are given."""
         lr = self._learner()
+        self._weights_changed()
         metrics = policy_update(
             lr.policy,
             rollout,
@@ -273,7 +321,7 @@ class LMWorker:
     def end_training(self) -> None:
         """Drop optimizers, reference and critic: the phase is over and their memory is free. A
         DeepSpeed-trained model becomes an ordinary module again, with its full weights."""
-        engine = self.sft or (self.learner.policy if self.learner is not None else None)
+        engine = self._policy_engine()
         if isinstance(engine, DeepSpeedTrainEngine):
             self.model = plain_copy(engine)
         self.sft, self.learner = None, None
@@ -294,7 +342,7 @@ class LMWorker:
         rank takes part (ZeRO-3 gathers the weights) and rank 0 writes the same directory as ever, plus
         the engines' own checkpoints of their optimizer partitions."""
         path = Path(path)
-        policy = self.sft or (self.learner.policy if self.learner is not None else None)
+        policy = self._policy_engine()
         critic = self.learner.critic if self.learner is not None else None
         with gathered(policy):
             if is_writer():
