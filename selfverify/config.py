@@ -207,6 +207,11 @@ class RolloutConfig:
     memory_fraction: float = 0.1  # vLLM's gpu_memory_utilization (on the CPU backend: of CPU memory)
     enforce_eager: bool = True  # no CUDA graphs / compilation: quicker start-up, slower decoding
     max_model_len: int = 2048  # prompt + response tokens vLLM reserves its KV cache for (at most the model's)
+    # One vLLM scheduling step's budget: a call's prompts go in groups of at most max_num_seqs requests
+    # and max_batch_tokens prompt tokens, so no prefill is split (seeded requests whose prefill is
+    # split crash vLLM's CPU build).
+    max_num_seqs: int = 256
+    max_batch_tokens: int = 65536
     # The largest |vLLM − trainer| log-prob of the check sequence a weight sync may leave.
     logprob_tolerance: float = 1e-3
 

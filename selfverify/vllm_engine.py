@@ -62,6 +62,8 @@ class VLLMEngine:
             "enforce_eager": cfg.enforce_eager,
             "memory_fraction": cfg.memory_fraction,
             "max_model_len": max_model_len,
+            "max_num_seqs": cfg.max_num_seqs,
+            "max_batch_tokens": max(cfg.max_batch_tokens, max_model_len),
         }
         env = os.environ | {
             "SELFVERIFY_VLLM_ADDRESS": f"{host}:{port}",

@@ -24,6 +24,19 @@ from typing import Any
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the model in this process: one fewer
 
 
+def groups(lengths: list[int], max_seqs: int, max_tokens: int) -> list[list[int]]:
+    """Consecutive request indices in groups of at most ``max_seqs`` requests and ``max_tokens`` tokens."""
+    out: list[list[int]] = [[]]
+    tokens = 0
+    for i, n in enumerate(lengths):
+        if out[-1] and (len(out[-1]) == max_seqs or tokens + n > max_tokens):
+            out.append([])
+            tokens = 0
+        out[-1].append(i)
+        tokens += n
+    return out
+
+
 def serve(address: tuple[str, int], authkey: bytes, options: dict[str, Any]) -> None:
     from vllm import LLM, SamplingParams
 
@@ -38,6 +51,8 @@ def serve(address: tuple[str, int], authkey: bytes, options: dict[str, Any]) -> 
             enable_prefix_caching=False,  # cached prefixes would outlive a weight reload
             gpu_memory_utilization=options["memory_fraction"],
             max_model_len=options["max_model_len"],
+            max_num_seqs=options["max_num_seqs"],
+            max_num_batched_tokens=options["max_batch_tokens"],
         )
     except Exception:  # noqa: BLE001 - the worker reports it
         conn.send(("error", traceback.format_exc()))
@@ -45,12 +60,17 @@ def serve(address: tuple[str, int], authkey: bytes, options: dict[str, Any]) -> 
     conn.send(("ok", None))
 
     def generate(prompts: list[list[int]], params: list[dict[str, Any]]) -> list[list[int]]:
-        outs = llm.generate(
-            [{"prompt_token_ids": p} for p in prompts],
-            [SamplingParams(detokenize=False, **p) for p in params],
-            use_tqdm=False,
-        )
-        return [list(o.outputs[0].token_ids) for o in outs]
+        """In groups that one scheduling step prefills whole: a seeded request whose prefill is split
+        crashes vLLM's CPU build (its generators have no offset to rewind)."""
+        out: list[list[int]] = []
+        for group in groups([len(p) for p in prompts], options["max_num_seqs"], options["max_batch_tokens"]):
+            outs = llm.generate(
+                [{"prompt_token_ids": prompts[i]} for i in group],
+                [SamplingParams(detokenize=False, **params[i]) for i in group],
+                use_tqdm=False,
+            )
+            out += [list(o.outputs[0].token_ids) for o in outs]
+        return out
 
     def reload(path: str) -> None:
         llm.collective_rpc("reload_weights", kwargs={"weights_path": path})

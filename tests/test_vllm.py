@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,14 @@ def test_the_rl_job_on_vllm_rollouts(tmp_path: Path, tiny_overrides: list[str], 
     assert summary["vllm_weight_syncs"] >= 5 and summary["vllm_max_logprob_diff"] <= 1e-3
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics if m["phase"] == "rl"] == [1, 2, 3, 4]
+
+
+def test_the_gpu_check_runs_its_smoke_mode_on_the_cpu(tmp_path: Path, vllm_python: str) -> None:
+    out = tmp_path / "check.json"
+    script = Path(__file__).parents[1] / "scripts" / "gpu_check.py"
+    args = ["--smoke", "--vllm-python", vllm_python, "--steps", "2", "--prompts", "2", "--group", "2"]
+    subprocess.run([sys.executable, str(script), *args, "--new-tokens", "8", "--out", str(out)], check=True)
+    result = json.loads(out.read_text())
+    assert result["rollout_tokens_per_s"] > 0 and result["training_tokens_per_s"] > 0
+    assert len(result["rl_step_seconds"]) == 2 and result["vllm_max_logprob_diff"] <= 1e-3
+    assert result["vllm_weight_syncs"] >= 3  # the start, then after the update and each RL step
