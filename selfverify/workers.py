@@ -122,13 +122,7 @@ class LMWorker:
     ) -> Rollout:
         """One response per prompt as a rollout (repeat a prompt G times for a group)."""
         if self.vllm is not None:
-            kw = {
-                "max_new_tokens": max_new_tokens,
-                "temperature": temperature,
-                "greedy": greedy,
-                "seed": seed,
-            }
-            return self._served(prompts, kw)
+            return self._served(prompts, max_new_tokens, temperature, greedy, seed)
         return sample(
             self.model,
             self.tokenizer,
@@ -151,13 +145,7 @@ class LMWorker:
     ) -> list[str]:
         """One response text per prompt, ``batch_size`` prompts at a time (vLLM: all at once)."""
         if self.vllm is not None:
-            kw = {
-                "max_new_tokens": max_new_tokens,
-                "temperature": temperature,
-                "greedy": greedy,
-                "seed": seed,
-            }
-            served = self._served(list(prompts), kw)
+            served = self._served(list(prompts), max_new_tokens, temperature, greedy, seed)
             return served.texts if served is not None else []
         return sample_texts(
             self.model,
@@ -170,12 +158,22 @@ class LMWorker:
             seed=seed,
         )
 
-    def _served(self, prompts: list[str], kw: dict[str, Any]) -> Rollout | None:
+    def _served(
+        self, prompts: list[str], max_new_tokens: int, temperature: float, greedy: bool, seed: int | None
+    ) -> Rollout | None:
         """Sampled by vLLM (on rank 0; the other ranks only help ZeRO-3 gather the weights to sync)."""
         assert self.vllm is not None
         with gathered(self._policy_engine()):
             if is_writer():
-                return self.vllm.generate(self.model, self.tokenizer, prompts, **kw)
+                return self.vllm.generate(
+                    self.model,
+                    self.tokenizer,
+                    prompts,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    greedy=greedy,
+                    seed=seed,
+                )
         return None
 
     def rollout_engine_stats(self) -> dict[str, float]:
