@@ -25,8 +25,8 @@ TARGETS = ["1+2=3\nA:3", "5-3=2\n2-1=1\nA:1", "7+1=8\nA:8", "2-9=-7\nA:-7", "4+4
 RL = RLConfig(micro_batch_size=2, max_new_tokens=8, kl_coef=0.1)
 
 
-def deepspeed(stage: int, ranks: int = 1) -> TrainConfig:
-    return TrainConfig(engine="deepspeed", zero_stage=stage, ranks=ranks)
+def deepspeed(stage: int, ranks: int = 1, offload: bool = False) -> TrainConfig:
+    return TrainConfig(engine="deepspeed", zero_stage=stage, ranks=ranks, offload=offload)
 
 
 def close(a: float, b: float) -> bool:
@@ -61,9 +61,9 @@ def same_weights(a: Path, b: Path) -> None:
         assert torch.allclose(wa[k], wb[k], atol=1e-5), k
 
 
-@pytest.mark.parametrize("stage", [1, 2, 3])
-def test_deepspeed_trains_as_torch_in_one_process(tmp_path: Path, stage: int) -> None:
-    local, ds = build(TINY_SPEC, seed=0), build(TINY_SPEC, seed=0, train=deepspeed(stage))
+@pytest.mark.parametrize(("stage", "offload"), [(1, False), (2, False), (3, False), (2, True)])
+def test_deepspeed_trains_as_torch_in_one_process(tmp_path: Path, stage: int, offload: bool) -> None:
+    local, ds = build(TINY_SPEC, seed=0), build(TINY_SPEC, seed=0, train=deepspeed(stage, offload=offload))
     train_both(local, ds)
     local.save(tmp_path / "torch")
     ds.save(tmp_path / "deepspeed")  # inside the phase: ZeRO-3 gathers the partitioned weights
