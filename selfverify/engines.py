@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -241,8 +242,9 @@ def is_writer() -> bool:
 
 
 def free_port() -> int:
+    """A TCP port free on every interface of this node (rank 0's rendezvous listens on all of them)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
@@ -254,13 +256,23 @@ def join_group(rank: int, world: int, address: str, port: int, device: torch.dev
 
 
 def init_distributed(device: torch.device) -> None:
-    """torch.distributed for DeepSpeed: gloo on the CPU, NCCL on GPUs; a group of one when no ranks
-    were set up (``join_group``)."""
+    """torch.distributed for DeepSpeed: gloo on the CPU, NCCL on GPUs. Without ranks set up by
+    ``join_group``, a group of one that meets through a file, not a port (nothing to collide with)."""
     if torch.distributed.is_initialized():
         return
     import deepspeed
 
-    if "RANK" not in os.environ:
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", verbose=False)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if "MASTER_PORT" in os.environ:
+        deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, verbose=False)
+        return
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    store = Path(tempfile.mkdtemp(prefix="selfverify-dist-")) / "store"
+    deepspeed.init_distributed(
+        dist_backend=backend,
+        auto_mpi_discovery=False,
+        init_method=f"file://{store}",
+        rank=0,
+        world_size=1,
+        verbose=False,
+    )
