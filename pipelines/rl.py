@@ -22,7 +22,7 @@ from selfverify.config import Config, RewardConfig
 from selfverify.evaluate import evaluate_generator
 from selfverify.models import chat_prompter
 from selfverify.rewards import mix_step_rewards, outcome_rewards
-from selfverify.rl import RewardFn, Scored, rl_step, step_rewards, uses_critic, value_pretrain_step
+from selfverify.rl import RewardFn, Scored, rl_step, step_scored, uses_critic, value_pretrain_step
 from selfverify.rollout import Rollout
 from selfverify.seeds import derive_seed
 from selfverify.tasks import Task, make_task
@@ -43,8 +43,7 @@ def task_rewards(task: Task, tok: PreTrainedTokenizerBase, reward: RewardConfig)
             step_scores = mix_step_rewards(
                 step_scores, outcome.tolist(), reward.process_weight, reward.outcome_weight
             )
-        steps = step_rewards(tok, rollout, step_scores)
-        return Scored(torch.tensor([sum(s) for s in step_scores]), outcome > 0, steps)
+        return step_scored(tok, rollout, step_scores, outcome > 0)
 
     return reward_fn
 

@@ -66,7 +66,7 @@ from selfverify.rl import (
     ProblemSource,
     Scored,
     rl_step,
-    step_rewards,
+    step_scored,
     uses_critic,
     value_pretrain_step,
 )
@@ -355,9 +355,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
             step_scores = mix_step_rewards(
                 step_scores, outcome().tolist(), cfg.reward.process_weight, cfg.reward.outcome_weight
             )
-        return Scored(
-            torch.tensor([sum(s) for s in step_scores]), judged_right, step_rewards(tok, rollout, step_scores)
-        )
+        return step_scored(tok, rollout, step_scores, judged_right)
 
     def judge_rl(judge: LMJudge, items: Sequence[Any], reward_fn: Any, steps: int, tag: str) -> None:
         if steps == 0 or not items:

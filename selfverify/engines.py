@@ -15,8 +15,10 @@ backward passes (ZeRO's collectives need it); a rank with fewer rows pads with a
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -267,7 +269,9 @@ def init_distributed(device: torch.device) -> None:
         deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, verbose=False)
         return
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-    store = Path(tempfile.mkdtemp(prefix="selfverify-dist-")) / "store"
+    store_dir = tempfile.mkdtemp(prefix="selfverify-dist-")
+    atexit.register(shutil.rmtree, store_dir, True)
+    store = Path(store_dir) / "store"
     deepspeed.init_distributed(
         dist_backend=backend,
         auto_mpi_discovery=False,

@@ -108,6 +108,18 @@ def step_rewards(
     return StepRewards(rewards, end.long(), mask)
 
 
+def step_scored(
+    tok: PreTrainedTokenizerBase,
+    rollout: Rollout,
+    step_scores: Sequence[Sequence[float]],
+    correct: torch.Tensor,
+) -> Scored:
+    """What a process reward function returns: each response's step scores on its steps' last tokens,
+    their sum as its sequence reward."""
+    rewards = torch.tensor([sum(s) for s in step_scores])
+    return Scored(rewards, correct, step_rewards(tok, rollout, step_scores))
+
+
 def collect(
     worker: LMWorker,
     pad_id: int,

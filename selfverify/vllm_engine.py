@@ -17,9 +17,11 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,7 @@ class VLLMRollout:
         self.cfg, self.seed = cfg, seed
         self.engine: VLLMEngine | None = None
         self.dir = Path(tempfile.mkdtemp(prefix="selfverify-vllm-"))  # the weights vLLM reads
+        weakref.finalize(self, shutil.rmtree, self.dir, True)  # a model's size each: gone with the worker
         self.stale = True
         self.probe: list[int] | None = None  # a fixed sequence for the log-prob check
         self.syncs, self.max_diff = 0, 0.0
