@@ -138,6 +138,10 @@ class RayBackend:
                     _node_ip_address="127.0.0.1",
                     log_to_driver=True,
                     configure_logging=False,
+                    # Ray runs workers at niceness 15 by default, below its own control plane; here
+                    # the workers are the computation, and a niced actor stalls whenever a Ray
+                    # process or the driver wakes on the same cores.
+                    _system_config={"worker_niceness": 0},
                 )
             else:
                 ray.init(address=cfg.address, configure_logging=False)

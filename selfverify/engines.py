@@ -238,6 +238,15 @@ def configure_torch(threads: int) -> None:
     torch.utils.deterministic.fill_uninitialized_memory = False
 
 
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank of the group (``obj`` itself in a process of its own)."""
+    if not torch.distributed.is_initialized():
+        return obj
+    box = [obj]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def is_writer() -> bool:
     """Whether this process writes checkpoints: rank 0, or the only process."""
     return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0

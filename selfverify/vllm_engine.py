@@ -122,8 +122,8 @@ class VLLMRollout:
         self.probe: list[int] | None = None  # a fixed sequence for the log-prob check
         self.syncs, self.max_diff = 0, 0.0
 
-    def sync(self, model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
-        """Bring vLLM to ``model``'s weights and check that they arrived."""
+    def sync(self, model: torch.nn.Module) -> None:
+        """Bring vLLM to ``model``'s weights (under ZeRO-3, inside ``gathered``)."""
         write_weights(model, self.dir)
         if self.engine is None:
             dtype = str(model.dtype).removeprefix("torch.")
@@ -133,14 +133,17 @@ class VLLMRollout:
             self.engine.call("reload", path=str(self.dir))
         self.stale = False
         self.syncs += 1
-        if self.probe is not None:
-            self.check(model)
 
     @torch.no_grad()
-    def check(self, model: torch.nn.Module) -> None:
+    def probe_logprobs(self, model: torch.nn.Module) -> torch.Tensor:
+        """The trainer's log-probs of the check sequence: a forward every ZeRO-3 rank takes part in."""
+        assert self.probe is not None, "the check sequence comes from the first generation"
         ids = torch.tensor([self.probe], device=model.device)
         logits = model(input_ids=ids).logits[0, :-1].float()
-        trainer = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0].cpu()
+        return torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0].cpu()
+
+    def check(self, trainer: torch.Tensor) -> None:
+        """vLLM's log-probs of the check sequence against the trainer's (``probe_logprobs``)."""
         served = torch.tensor(self.engine.call("prompt_logprobs", ids=self.probe))
         diff = (trainer - served).abs().max().item()
         self.max_diff = max(self.max_diff, diff)
@@ -162,9 +165,9 @@ class VLLMRollout:
         greedy: bool,
         seed: int | None,
     ) -> Rollout:
-        """One response per prompt, laid out as ``rollout.sample`` lays HF generate's out."""
-        if self.stale:
-            self.sync(model, tokenizer)
+        """One response per prompt, laid out as ``rollout.sample`` lays HF generate's out, from the
+        weights of the last ``sync``; the first call's first prompt and response become the check
+        sequence."""
         enc = encode_prompts(tokenizer, prompts)
         ids = [
             row[mask.bool()].tolist()
@@ -184,9 +187,8 @@ class VLLMRollout:
             for i in range(len(ids))
         ]
         outs = self.engine.call("generate", prompts=ids, params=params)
-        if self.probe is None:  # the first prompt and its response: the check sequence from now on
+        if self.probe is None:
             self.probe = ids[0] + outs[0]
-            self.check(model)
         width = max(1, max(len(o) for o in outs))
         responses = torch.full((len(outs), width), tokenizer.pad_token_id, dtype=torch.long)
         for i, o in enumerate(outs):

@@ -29,6 +29,7 @@ from selfverify.engines import (
     DEEPSPEED_DIR,
     DeepSpeedTrainEngine,
     TrainEngine,
+    broadcast_object,
     gathered,
     is_writer,
     make_engine,
@@ -161,20 +162,35 @@ class LMWorker:
     def _served(
         self, prompts: list[str], max_new_tokens: int, temperature: float, greedy: bool, seed: int | None
     ) -> Rollout | None:
-        """Sampled by vLLM (on rank 0; the other ranks only help ZeRO-3 gather the weights to sync)."""
-        assert self.vllm is not None
-        with gathered(self._policy_engine()):
+        """Sampled by vLLM on rank 0, after a sync when the weights changed, and checked after each
+        sync. The other ranks take part in what ZeRO-3 makes collective: gathering the weights to
+        sync and the trainer's forward of the check sequence."""
+        vllm = self.vllm
+        assert vllm is not None
+        synced, first = vllm.stale, vllm.probe is None
+        if synced:
+            with gathered(self._policy_engine()):
+                if is_writer():
+                    vllm.sync(self.model)
+            vllm.stale = False
+        rollout = None
+        if is_writer():
+            rollout = vllm.generate(
+                self.model,
+                self.tokenizer,
+                prompts,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                greedy=greedy,
+                seed=seed,
+            )
+        if first:
+            vllm.probe = broadcast_object(vllm.probe)
+        if synced or first:
+            trainer = vllm.probe_logprobs(self.model)
             if is_writer():
-                return self.vllm.generate(
-                    self.model,
-                    self.tokenizer,
-                    prompts,
-                    max_new_tokens=max_new_tokens,
-                    temperature=temperature,
-                    greedy=greedy,
-                    seed=seed,
-                )
-        return None
+                vllm.check(trainer)
+        return rollout
 
     def rollout_engine_stats(self) -> dict[str, float]:
         """The vLLM engine's weight syncs and the largest log-prob gap its checks saw ({} for HF)."""

@@ -62,21 +62,33 @@ def test_vllm_samples_as_hf_generate_and_every_sync_is_checked(vllm_python: str)
         served.sft_step(PROMPTS, ["1+2=3\nA:3", "5-3=2\n2-1=1\nA:1", "7+1=8\nA:8"])
         served.vllm.stale = False  # a sync that never happened: the check must see it
         with pytest.raises(WeightSyncError, match="did not reach vLLM"):
-            served.vllm.check(served.model)
+            served.vllm.check(served.vllm.probe_logprobs(served.model))
     finally:
         served.vllm.close()
 
 
 def test_the_rl_job_on_vllm_rollouts(tmp_path: Path, tiny_overrides: list[str], vllm_python: str) -> None:
     shape = ["model.hidden_size=64", "model.num_layers=2", "model.num_heads=2", "model.intermediate_size=128"]
-    run = tmp_path / "run"
     args = [*tiny_overrides, *shape, "rollout=vllm", f"rollout.vllm_python={vllm_python}"]
-    assert main(["--run-dir", str(run), "--no-progress", *args]) == 0
-    summary = json.loads((run / "summary.json").read_text())
-    # The cold start's evaluation, then one sync after each of the 4 RL updates (and the evaluations).
-    assert summary["vllm_weight_syncs"] >= 5 and summary["vllm_max_logprob_diff"] <= 1e-3
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics if m["phase"] == "rl"] == [1, 2, 3, 4]
+
+    def run(name: str, extra: list[str]) -> tuple[dict, list[dict]]:
+        run = tmp_path / name
+        assert main(["--run-dir", str(run), "--no-progress", *args, *extra]) == 0
+        summary = json.loads((run / "summary.json").read_text())
+        # The cold start's evaluation, then one sync after each of the 4 RL updates (and the evaluations).
+        assert summary["vllm_weight_syncs"] >= 5 and summary["vllm_max_logprob_diff"] <= 1e-3
+        metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in metrics if m["phase"] == "rl"] == [1, 2, 3, 4]
+        return summary, metrics
+
+    local, local_metrics = run("local", [])
+    # vLLM in a Ray actor, the policy on two ZeRO-3 ranks: rank 0 samples, both gather the weights
+    # it syncs and take part in the check's forward.
+    zero3 = ["backend=ray", "train=deepspeed", "train.zero_stage=3", "train.ranks=2"]
+    ranks, ranks_metrics = run("ranks", zero3)
+    assert ranks["vllm_weight_syncs"] == local["vllm_weight_syncs"]
+    rewards = [[m["reward"] for m in ms if m["phase"] == "rl"] for ms in (local_metrics, ranks_metrics)]
+    assert rewards[0] == rewards[1]  # the same samples: the same seeds on weights within float error
 
 
 def test_the_gpu_check_runs_its_smoke_mode_on_the_cpu(tmp_path: Path, vllm_python: str) -> None:
