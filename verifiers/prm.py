@@ -52,7 +52,7 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from verifiers.base import Verdict, VerifyInput, earliest_error_from_scores
+from verifiers.base import Verdict, VerifyInput, earliest_error_from_scores, threshold_verdict
 from verifiers.metrics import processbench_metrics
 
 KIND = "prm"
@@ -331,20 +331,10 @@ class PRMVerifier:
 
     def verify_batch(self, items: Sequence[VerifyInput]) -> list[Verdict]:
         scores, reports = self._score(items)
-        return [self._verdict(s, extra) for s, extra in zip(scores, reports, strict=True)]
-
-    def _verdict(self, scores: list[float], extra: dict[str, Any]) -> Verdict:
-        if not scores:
-            return Verdict([], -1, 0.0, "No steps to score.", extra=extra)
-        earliest = earliest_error_from_scores(scores, self.threshold)
-        if earliest == -1:
-            analysis = f"All {len(scores)} steps judged correct (lowest step score {min(scores):.2f})."
-        else:
-            analysis = (
-                f"Step {earliest + 1} is the first judged wrong "
-                f"(score {scores[earliest]:.2f} < threshold {self.threshold:.2f})."
-            )
-        return Verdict(scores, earliest, 1.0 if earliest == -1 else 0.0, analysis, extra=extra)
+        return [
+            replace(threshold_verdict(s, self.threshold), extra=extra)
+            for s, extra in zip(scores, reports, strict=True)
+        ]
 
 
 def choose_threshold(
