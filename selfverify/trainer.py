@@ -57,11 +57,17 @@ def sft_step(engine: TrainEngine, batch: Rollout | Sequence[Rollout]) -> dict[st
     }
 
 
+def on_policy(cfg: RLConfig) -> bool:
+    """One optimizer step per rollout batch: π_old is then the policy being updated, so its log-probs
+    are that update's own forward pass, detached, and need no separate forward (as in verl)."""
+    return cfg.epochs == 1 and cfg.mini_batches == 1
+
+
 def policy_update(
     engine: TrainEngine,
     batch: Rollout,
     *,
-    old_logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor | None,
     advantages: torch.Tensor,
     ref_logprobs: torch.Tensor | None,
     cfg: RLConfig,
@@ -73,6 +79,7 @@ def policy_update(
     Each optimizer step accumulates gradients over micro-batches; every loss is aggregated with the
     mini-batch's global token/sequence counts, so the gradient does not depend on micro_batch_size.
     ``positive`` [B] marks correct responses for VAPO's positive-example LM loss (``cfg.pos_lm_coef``).
+    ``old_logprobs`` None (only when :func:`on_policy`): π_old is this forward's log-probs, detached.
     Returned losses are per optimizer step (micro-batch and rank parts summed); diagnostics are token
     means.
     """
@@ -101,7 +108,7 @@ def policy_update(
                 logprob = logprobs_from_logits(logits, mb.responses)
                 pg_loss, stats = loss_fn(
                     logprob,
-                    old_logprobs[micro],
+                    logprob.detach() if old_logprobs is None else old_logprobs[micro],
                     advantages[micro],
                     mb.response_mask,
                     clip_low=cfg.clip_low,

@@ -36,7 +36,7 @@ from selfverify.engines import (
 )
 from selfverify.models import ModelSpec, load_model, load_pretrained, save_pretrained
 from selfverify.rollout import Rollout, encode_by_length, response_logprobs, sample, sample_texts
-from selfverify.trainer import policy_update, sft_step, value_update
+from selfverify.trainer import on_policy, policy_update, sft_step, value_update
 from selfverify.vllm_engine import VLLMRollout
 
 if TYPE_CHECKING:
@@ -272,13 +272,17 @@ class LMWorker:
     @torch.no_grad()
     def rollout_stats(
         self, rollout: Rollout, cfg: RLConfig
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         """The policy's own log-probs of a rollout (π_old, recomputed here, never the sampler's), the
-        reference's (when there is one) and the critic's values (when there is one)."""
+        reference's (when there is one) and the critic's values (when there is one). On-policy
+        (``trainer.on_policy``) π_old is None: the update takes it from its own forward pass, unless a
+        KL penalty in the reward needs it first."""
         lr = self._learner()
         mb = cfg.micro_batch_size
-        old = response_logprobs(lr.policy.module, rollout, cfg.temperature, mb)
         ref = None if lr.ref is None else response_logprobs(lr.ref, rollout, cfg.temperature, mb)
+        old = None
+        if not on_policy(cfg) or (ref is not None and cfg.kl_in_reward):
+            old = response_logprobs(lr.policy.module, rollout, cfg.temperature, mb)
         values = lr.critic.module(rollout) if lr.critic is not None else None
         return old, ref, values
 
@@ -293,7 +297,7 @@ class LMWorker:
         self,
         rollout: Rollout,
         *,
-        old_logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor | None,
         advantages: torch.Tensor,
         ref_logprobs: torch.Tensor | None,
         cfg: RLConfig,

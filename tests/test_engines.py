@@ -22,7 +22,7 @@ TINY_SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_si
 PROMPTS = ["Q:1+2\n", "Q:5-3-1\n", "Q:7+1\n", "Q:2-9\n", "Q:4+4-3\n"]
 TARGETS = ["1+2=3\nA:3", "5-3=2\n2-1=1\nA:1", "7+1=8\nA:8", "2-9=-7\nA:-7", "4+4=8\n8-3=5\nA:5"]
 # Five rows over two ranks in micro-batches of two: rank 0 gets [2, 1] rows, rank 1 [1, 1].
-RL = RLConfig(micro_batch_size=2, max_new_tokens=8, kl_coef=0.1)
+RL = RLConfig(micro_batch_size=2, max_new_tokens=8, kl_coef=0.1, epochs=2)  # two passes: π_old is recomputed
 
 
 def deepspeed(stage: int, ranks: int = 1, offload: bool = False) -> TrainConfig:

@@ -283,9 +283,11 @@ def test_sft_step_over_length_groups_equals_one_batch() -> None:
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params_a, params_b, strict=True))
 
 
-def _one_update(cfg: RLConfig, *, ref_seed: int | None = None, positive: bool = False) -> list[torch.Tensor]:
-    """Parameters after one policy update of a fixed rollout (a reference model of another seed, and
-    every other response marked correct, when asked)."""
+def _one_update(
+    cfg: RLConfig, *, ref_seed: int | None = None, positive: bool = False, recompute_old: bool = True
+) -> list[torch.Tensor]:
+    """Parameters after one policy update of a fixed rollout (a reference model of another seed,
+    every other response marked correct, and π_old left to the update's own forward, when asked)."""
     tok = build_char_tokenizer()
     model = build_model(SPEC, tok, seed=0)
     rollout = sample(model, tok, [p.prompt for p in PROBLEMS], max_new_tokens=10, seed=0)
@@ -295,7 +297,8 @@ def _one_update(cfg: RLConfig, *, ref_seed: int | None = None, positive: bool = 
         ref = None if ref_seed is None else response_logprobs(build_model(SPEC, tok, seed=ref_seed), rollout)
     engine = TorchEngine(model, cfg.lr, grad_clip=cfg.grad_clip)
     metrics = policy_update(
-        engine, rollout, old_logprobs=old, advantages=adv, ref_logprobs=ref, cfg=cfg, seed=0,
+        engine, rollout, old_logprobs=old if recompute_old else None, advantages=adv, ref_logprobs=ref,
+        cfg=cfg, seed=0,
         positive=torch.arange(len(PROBLEMS)) % 2 == 0 if positive else None,
     )  # fmt: skip
     if ref is not None:
@@ -305,6 +308,19 @@ def _one_update(cfg: RLConfig, *, ref_seed: int | None = None, positive: bool = 
 
 def _moved(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max((x - y).abs().max().item() for x, y in zip(a, b, strict=True))
+
+
+def test_on_policy_update_takes_pi_old_from_its_own_forward():
+    cfg = RLConfig(max_new_tokens=10, lr=1e-2, micro_batch_size=4)
+    assert _moved(_one_update(cfg), _one_update(cfg, recompute_old=False)) == 0.0
+    tok = build_char_tokenizer()
+    worker = LMWorker(build_model(SPEC, tok, seed=0), tok)
+    worker.start_rl(1e-3, reference=True)
+    rollout = worker.generate([p.prompt for p in PROBLEMS], max_new_tokens=10, seed=0)
+    old, ref, _ = worker.rollout_stats(rollout, cfg)
+    assert old is None and ref is not None  # one optimizer step per batch: no separate forward
+    for needs_old in (dataclasses.replace(cfg, mini_batches=2), dataclasses.replace(cfg, kl_in_reward=True)):
+        assert worker.rollout_stats(rollout, needs_old)[0] is not None
 
 
 def test_the_kl_term_is_in_the_loss_and_moves_the_update():
