@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from selfverify.algos import ADVANTAGE_ESTIMATORS, AGG_MODES, KL_KINDS, POLICY_LOSSES
-from selfverify.models import DEVICES, DTYPES, ModelSpec
+from selfverify.models import AUTOCAST_DTYPES, DEVICES, DTYPES, ModelSpec
 from selfverify.rewards import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
 from selfverify.tasks import TASKS, TaskSpec
 from selfverify.tasks.arithmetic import CORRUPTIONS
@@ -365,6 +365,10 @@ def check_choices(cfg: Config) -> None:
         "task.name": (cfg.task.name, TASKS),
         "model.dtype": (cfg.model.dtype, tuple(DTYPES)),
         "model.device": (cfg.model.device, DEVICES),
+        "model.autocast": (cfg.model.autocast, (None, *AUTOCAST_DTYPES)),
+        "loop.judge_model.autocast": (cfg.loop.judge_model.autocast, (None, *AUTOCAST_DTYPES)),
+        "loop.meta_model.autocast": (cfg.loop.meta_model.autocast, (None, *AUTOCAST_DTYPES)),
+        "rl.critic_model.autocast": (cfg.rl.critic_model.autocast, (None, *AUTOCAST_DTYPES)),
         "loop.judge_model.dtype": (cfg.loop.judge_model.dtype, tuple(DTYPES)),
         "loop.judge_model.device": (cfg.loop.judge_model.device, DEVICES),
         "loop.meta_model.dtype": (cfg.loop.meta_model.dtype, tuple(DTYPES)),

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import torch
 
 from selfverify.config import TrainConfig
+from selfverify.models import Autocast
 
 DEEPSPEED_DIR = "deepspeed"  # a DeepSpeed engine's own checkpoint (optimizer partitions) in a bundle
 _TAG = "state"
@@ -216,12 +217,19 @@ def make_engine(
     warmup_steps: int = 0,
     total_steps: int | None = None,
     adam: dict[str, Any] = POLICY_ADAM,
+    autocast: str | None = None,
 ) -> TorchEngine | DeepSpeedTrainEngine:
-    """The engine ``train.engine`` names, training ``module`` with AdamW at ``lr`` (make_optimizer)."""
+    """The engine ``train.engine`` names, training ``module`` with AdamW at ``lr`` (make_optimizer);
+    ``autocast``: its forward passes in that precision (``ModelSpec.autocast``)."""
     schedule = {"warmup_steps": warmup_steps, "total_steps": total_steps, "adam": adam}
+    engine: TorchEngine | DeepSpeedTrainEngine
     if train.engine == "deepspeed":
-        return DeepSpeedTrainEngine(module, lr, grad_clip, train, **schedule)
-    return TorchEngine(module, lr, grad_clip, **schedule)
+        engine = DeepSpeedTrainEngine(module, lr, grad_clip, train, **schedule)
+    else:
+        engine = TorchEngine(module, lr, grad_clip, **schedule)
+    if autocast is not None:
+        engine.model = Autocast(engine.model, autocast)
+    return engine
 
 
 def gathered(engine: TrainEngine | None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,9 @@ class ModelSpec:
     # through pip on first use); None: the tiny model.
     path: str | None = None
     dtype: str = "float32"  # float32 | bfloat16
+    # bfloat16: mixed precision. Forward passes run under torch.autocast (matmuls in bfloat16) while
+    # weights, gradients and optimizer state stay in ``dtype``; None: off.
+    autocast: str | None = None
     device: str = "cpu"  # cpu | cuda | auto (cuda when available)
     attn_implementation: str | None = None  # e.g. sdpa, eager, flash_attention_2; None: transformers' choice
     chat_template: bool = True  # format prompts with the tokenizer's chat template when it has one
@@ -65,6 +69,29 @@ class ModelSpec:
     num_heads: int = 4
     intermediate_size: int = 384
     max_positions: int = 256
+
+
+AUTOCAST_DTYPES = ("bfloat16",)  # float16 would need a gradient scaler
+
+
+def autocast(dtype: str | None, device: torch.device) -> AbstractContextManager:
+    """Mixed precision for the forward passes inside (``ModelSpec.autocast``); a no-op when None."""
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=DTYPES[dtype])
+
+
+class Autocast:
+    """A model (or training engine) whose calls run under ``autocast``: what a training engine
+    differentiates through, so the backward pass runs outside autocast, as torch advises."""
+
+    def __init__(self, model: Callable, dtype: str) -> None:
+        self.inner, self.dtype = model, dtype
+
+    def __call__(self, *args, **kwargs):
+        with autocast(self.dtype, self.inner.device):
+            return self.inner(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
 
 
 def resolve_device(device: str) -> torch.device:

@@ -34,7 +34,7 @@ from selfverify.engines import (
     is_writer,
     make_engine,
 )
-from selfverify.models import ModelSpec, load_model, load_pretrained, save_pretrained
+from selfverify.models import ModelSpec, autocast, load_model, load_pretrained, save_pretrained
 from selfverify.rollout import Rollout, encode_by_length, response_logprobs, sample, sample_texts
 from selfverify.trainer import on_policy, policy_update, sft_step, value_update
 from selfverify.vllm_engine import VLLMRollout
@@ -72,7 +72,9 @@ def build(
     ``train`` chooses its training engine, ``rollout`` its sampler."""
     model, tokenizer = load_pretrained(path, spec) if path is not None else load_model(spec, seed)
     source = None if path is None else Path(path)
-    return LMWorker(model, tokenizer, train, source=source, rollout=rollout, seed=seed)
+    return LMWorker(
+        model, tokenizer, train, source=source, rollout=rollout, seed=seed, autocast=spec.autocast
+    )
 
 
 def plain_copy(engine: DeepSpeedTrainEngine) -> torch.nn.Module:
@@ -98,8 +100,10 @@ class LMWorker:
         source: Path | None = None,
         rollout: RolloutConfig | None = None,
         seed: int = 0,
+        autocast: str | None = None,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
+        self.autocast = autocast  # mixed precision of HF sampling and every forward pass it trains through
         self.train = train or TrainConfig()
         rollout = rollout or RolloutConfig()
         self.vllm = VLLMRollout(rollout, seed) if rollout.engine == "vllm" else None
@@ -124,15 +128,16 @@ class LMWorker:
         """One response per prompt as a rollout (repeat a prompt G times for a group)."""
         if self.vllm is not None:
             return self._served(prompts, max_new_tokens, temperature, greedy, seed)
-        return sample(
-            self.model,
-            self.tokenizer,
-            prompts,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            greedy=greedy,
-            seed=seed,
-        )
+        with self._precision():
+            return sample(
+                self.model,
+                self.tokenizer,
+                prompts,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                greedy=greedy,
+                seed=seed,
+            )
 
     def generate_texts(
         self,
@@ -148,16 +153,22 @@ class LMWorker:
         if self.vllm is not None:
             served = self._served(list(prompts), max_new_tokens, temperature, greedy, seed)
             return served.texts if served is not None else []
-        return sample_texts(
-            self.model,
-            self.tokenizer,
-            prompts,
-            max_new_tokens=max_new_tokens,
-            batch_size=batch_size,
-            greedy=greedy,
-            temperature=temperature,
-            seed=seed,
-        )
+        with self._precision():
+            return sample_texts(
+                self.model,
+                self.tokenizer,
+                prompts,
+                max_new_tokens=max_new_tokens,
+                batch_size=batch_size,
+                greedy=greedy,
+                temperature=temperature,
+                seed=seed,
+            )
+
+    def _precision(self):
+        """The no-grad forward passes' autocast (``ModelSpec.autocast``); training engines wrap their
+        own (``make_engine``). vLLM and its sync check keep their own precision."""
+        return autocast(self.autocast, self.model.device)
 
     def _served(
         self, prompts: list[str], max_new_tokens: int, temperature: float, greedy: bool, seed: int | None
@@ -205,7 +216,14 @@ class LMWorker:
     ) -> None:
         """A fresh optimizer for an SFT phase (or the one in ``state``, from ``training_state``)."""
         self.end_training()
-        self.sft = make_engine(self.model, lr, self.train, warmup_steps=warmup_steps, total_steps=total_steps)
+        self.sft = make_engine(
+            self.model,
+            lr,
+            self.train,
+            warmup_steps=warmup_steps,
+            total_steps=total_steps,
+            autocast=self.autocast,
+        )
         if state is not None:
             self.sft.load_state_dict(state, self._saved(DEEPSPEED_DIR))
 
@@ -253,12 +271,24 @@ class LMWorker:
                 else ValueModel.from_spec(critic, self.model, seed)
             )
         learner = Learner(
-            make_engine(self.model, lr, self.train, grad_clip=grad_clip, warmup_steps=warmup_steps)
+            make_engine(
+                self.model,
+                lr,
+                self.train,
+                grad_clip=grad_clip,
+                warmup_steps=warmup_steps,
+                autocast=self.autocast,
+            )
         )
         learner.ref = ref
         if value_model is not None:
             learner.critic = make_engine(
-                value_model, critic_lr, self.train, grad_clip=grad_clip, adam=CRITIC_ADAM
+                value_model,
+                critic_lr,
+                self.train,
+                grad_clip=grad_clip,
+                adam=CRITIC_ADAM,
+                autocast=critic.autocast if critic.path is not None else self.autocast,
             )
         if state is not None and "optimizer" in state:
             learner.policy.load_state_dict(state, self._saved(DEEPSPEED_DIR))
@@ -279,11 +309,12 @@ class LMWorker:
         KL penalty in the reward needs it first."""
         lr = self._learner()
         mb = cfg.micro_batch_size
-        ref = None if lr.ref is None else response_logprobs(lr.ref, rollout, cfg.temperature, mb)
-        old = None
-        if not on_policy(cfg) or (ref is not None and cfg.kl_in_reward):
-            old = response_logprobs(lr.policy.module, rollout, cfg.temperature, mb)
-        values = lr.critic.module(rollout) if lr.critic is not None else None
+        with self._precision():
+            ref = None if lr.ref is None else response_logprobs(lr.ref, rollout, cfg.temperature, mb)
+            old = None
+            if not on_policy(cfg) or (ref is not None and cfg.kl_in_reward):
+                old = response_logprobs(lr.policy.module, rollout, cfg.temperature, mb)
+            values = lr.critic.module(rollout) if lr.critic is not None else None
         return old, ref, values
 
     @torch.no_grad()
@@ -291,7 +322,8 @@ class LMWorker:
         """The critic's values [B, T] of a rollout's response tokens."""
         critic = self._learner().critic
         assert critic is not None, "start_rl with a critic first"
-        return critic.module(rollout)
+        with self._precision():
+            return critic.module(rollout)
 
     def update(
         self,
