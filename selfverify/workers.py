@@ -14,6 +14,7 @@ prompts and parses with (``verifiers.generative``).
 from __future__ import annotations
 
 import copy
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -165,7 +166,7 @@ class LMWorker:
                 seed=seed,
             )
 
-    def _precision(self):
+    def _precision(self) -> AbstractContextManager:
         """The no-grad forward passes' autocast (``ModelSpec.autocast``); training engines wrap their
         own (``make_engine``). vLLM and its sync check keep their own precision."""
         return autocast(self.autocast, self.model.device)
