@@ -83,6 +83,9 @@ def policy_update(
     Returned losses are per optimizer step (micro-batch and rank parts summed); diagnostics are token
     means.
     """
+    if old_logprobs is None and not on_policy(cfg):
+        # Past the first optimizer step the policy has moved: its own log-probs are no longer π_old.
+        raise ValueError("old_logprobs are needed with more than one optimizer step per batch")
     loss_fn = get_policy_loss(cfg.policy_loss)
     # Dr.GRPO's constant normaliser: the generation budget.
     agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}

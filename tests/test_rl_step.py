@@ -313,6 +313,8 @@ def _moved(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 def test_on_policy_update_takes_pi_old_from_its_own_forward():
     cfg = RLConfig(max_new_tokens=10, lr=1e-2, micro_batch_size=4)
     assert _moved(_one_update(cfg), _one_update(cfg, recompute_old=False)) == 0.0
+    with pytest.raises(ValueError, match="old_logprobs"):
+        _one_update(dataclasses.replace(cfg, mini_batches=2), recompute_old=False)
     tok = build_char_tokenizer()
     worker = LMWorker(build_model(SPEC, tok, seed=0), tok)
     worker.start_rl(1e-3, reference=True)
