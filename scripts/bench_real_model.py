@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from selfverify.config import RolloutConfig, load_config
+from selfverify.config import load_config
 from selfverify.evaluate import evaluate_generator
 from selfverify.models import chat_prompter
 from selfverify.rl import rl_step
@@ -122,7 +123,9 @@ def main() -> None:
 
 def time_vllm(cfg, args: argparse.Namespace, prompts: list[str], hf_tokens_per_s: float) -> dict:
     """The same batch sampled by the vLLM rollout engine, after one call that starts it."""
-    rollout = RolloutConfig(engine="vllm", vllm_python=args.vllm_python, enforce_eager=not args.vllm_compile)
+    rollout = replace(
+        cfg.rollout, engine="vllm", vllm_python=args.vllm_python, enforce_eager=not args.vllm_compile
+    )
     served = build(cfg.model, cfg.seed, rollout=rollout)
     start = time.perf_counter()
     served.generate(prompts[:1], max_new_tokens=args.new_tokens, seed=0)

@@ -212,8 +212,9 @@ class RolloutConfig:
     # split crash vLLM's CPU build).
     max_num_seqs: int = 256
     max_batch_tokens: int = 65536
-    # The largest |vLLM − trainer| log-prob of the check sequence a weight sync may leave.
-    logprob_tolerance: float = 1e-3
+    # The largest |vLLM − trainer| log-prob of the check sequence a weight sync may leave; None: by
+    # the precision vLLM serves in (selfverify.vllm_engine.LOGPROB_TOLERANCE).
+    logprob_tolerance: float | None = None
 
 
 @dataclass

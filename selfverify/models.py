@@ -148,7 +148,7 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerFast, seed: int) 
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec.dtype])
 
 
 def save_pretrained(model: torch.nn.Module, tokenizer: PreTrainedTokenizerFast, path: str | Path) -> None:

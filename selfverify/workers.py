@@ -204,8 +204,9 @@ class LMWorker:
                 vllm.check(trainer)
         return rollout
 
-    def rollout_engine_stats(self) -> dict[str, float]:
-        """The vLLM engine's weight syncs and the largest log-prob gap its checks saw ({} for HF)."""
+    def rollout_engine_stats(self) -> dict[str, float | None]:
+        """The vLLM engine's weight syncs, the largest log-prob gap its checks saw and the gap they
+        allow ({} for HF)."""
         return self.vllm.stats() if self.vllm is not None else {}
 
     def _policy_engine(self) -> TrainEngine | None:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import torch
 from selfverify.config import RolloutConfig
 from selfverify.loop import main
 from selfverify.models import ModelSpec
-from selfverify.vllm_engine import WeightSyncError
+from selfverify.vllm_engine import LOGPROB_TOLERANCE, WeightSyncError
 from selfverify.workers import build
 
 VLLM_PYTHON = os.environ.get(
@@ -58,9 +59,30 @@ def test_vllm_samples_as_hf_generate_and_every_sync_is_checked(vllm_python: str)
         assert a.texts == local.generate(PROMPTS, max_new_tokens=12, greedy=True).texts
         stats = served.rollout_engine_stats()
         assert stats["vllm_weight_syncs"] == 2 and stats["vllm_max_logprob_diff"] <= 1e-3
+        assert stats["vllm_logprob_tolerance"] == LOGPROB_TOLERANCE["float32"] == 1e-3
 
         served.sft_step(PROMPTS, ["1+2=3\nA:3", "5-3=2\n2-1=1\nA:1", "7+1=8\nA:8"])
         served.vllm.stale = False  # a sync that never happened: the check must see it
+        with pytest.raises(WeightSyncError, match="did not reach vLLM"):
+            served.vllm.check(served.vllm.probe_logprobs(served.model))
+    finally:
+        served.vllm.close()
+
+
+def test_a_bfloat16_model_is_checked_at_the_tolerance_of_its_precision(vllm_python: str) -> None:
+    """vLLM's bfloat16 kernels round otherwise than the trainer's, so the check's default gap follows
+    the precision vLLM serves in; weights that did not arrive still fail it."""
+    spec = replace(SPEC, dtype="bfloat16")
+    served = build(spec, seed=0, rollout=RolloutConfig(engine="vllm", vllm_python=vllm_python))
+    try:
+        assert len(served.generate(PROMPTS, max_new_tokens=12, greedy=True).texts) == 3
+        stats = served.rollout_engine_stats()
+        assert stats["vllm_weight_syncs"] == 1
+        assert stats["vllm_logprob_tolerance"] == LOGPROB_TOLERANCE["bfloat16"]
+        assert stats["vllm_max_logprob_diff"] <= stats["vllm_logprob_tolerance"]
+        with torch.no_grad():  # the trainer's weights move far, and vLLM never receives them
+            for p in served.model.parameters():
+                p.mul_(4.0)
         with pytest.raises(WeightSyncError, match="did not reach vLLM"):
             served.vllm.check(served.vllm.probe_logprobs(served.model))
     finally:
