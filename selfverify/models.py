@@ -1,9 +1,9 @@
 """The model seam: the tiny character model built locally, or any Hugging Face causal LM.
 
 ``model.path`` unset: a tiny Llama-style model with a character tokenizer, built from its shape in
-``model.dtype`` (no hub). ``model.path`` set: a local Hugging Face directory or a hub name, loaded with its own tokenizer
-in ``model.dtype`` on ``model.device``. Either way checkpoints are ordinary Hugging Face directories
-(``config.json``, ``model.safetensors``, tokenizer files).
+``model.dtype`` (no hub). ``model.path`` set: a local Hugging Face directory or a hub name, loaded with
+its own tokenizer in ``model.dtype`` on ``model.device``. Either way checkpoints are ordinary Hugging
+Face directories (``config.json``, ``model.safetensors``, tokenizer files).
 """
 
 from __future__ import annotations
