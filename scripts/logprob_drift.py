@@ -13,22 +13,21 @@ and of training (second checkpoint against first).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 
 import torch
 
+from selfverify.algos.utils import logprobs_from_logits
 from selfverify.config import load_config
 from selfverify.models import chat_prompter, load_pretrained
 from selfverify.tasks import make_task
 
 
 @torch.no_grad()
-def logprobs(model: torch.nn.Module, seq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Per-token log-probs of ``seq`` [1, T] with the model's weights cast to ``dtype``."""
-    model.to(dtype)
-    logits = model(input_ids=seq).logits[0, :-1].float()
-    model.to(torch.float32)
-    return torch.log_softmax(logits, -1).gather(-1, seq[0, 1:, None])[:, 0]
+def logprobs(model: torch.nn.Module, seq: torch.Tensor) -> torch.Tensor:
+    """Per-token log-probs of ``seq`` [1, T]."""
+    return logprobs_from_logits(model(input_ids=seq).logits[0, :-1], seq[0, 1:])
 
 
 def gaps(a: torch.Tensor, b: torch.Tensor) -> dict[str, float]:
@@ -49,18 +48,20 @@ def main() -> None:
     torch.set_num_threads(cfg.threads)
     before, tok = load_pretrained(args.before)
     after, _ = load_pretrained(args.after)
+    # A copy: casting ``before`` there and back would leave its weights rounded for what follows.
+    rounded = copy.deepcopy(before).to(torch.bfloat16)
     task = make_task(cfg.task, chat_prompter(tok, cfg.model))
     rows = []
     for problem in task.train_problems(args.sequences, seed=cfg.seed, tag="drift", exclude=set()):
         prompt = tok(problem.prompt, return_tensors="pt").input_ids
         with torch.no_grad():
             seq = before.generate(prompt, max_new_tokens=args.new_tokens, do_sample=False)
-        ref = logprobs(before, seq, torch.float32)
+        ref = logprobs(before, seq)
         rows.append(
             {
                 "tokens": seq.shape[1],
-                "bfloat16_rounding": gaps(ref, logprobs(before, seq, torch.bfloat16)),
-                "training": gaps(ref, logprobs(after, seq, torch.float32)),
+                "bfloat16_rounding": gaps(ref, logprobs(rounded, seq)),
+                "training": gaps(ref, logprobs(after, seq)),
             }
         )
     print(json.dumps(rows, indent=1))
