@@ -31,6 +31,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import PreTrainedTokenizerBase
 
+from selfverify.algos.utils import logprobs_from_logits
 from selfverify.config import RolloutConfig
 from selfverify.rollout import Rollout, encode_prompts, stop_mask, stop_token_ids
 
@@ -151,8 +152,7 @@ class VLLMRollout:
         """The trainer's log-probs of the check sequence: a forward every ZeRO-3 rank takes part in."""
         assert self.probe is not None, "the check sequence comes from the first generation"
         ids = torch.tensor([self.probe], device=model.device)
-        logits = model(input_ids=ids).logits[0, :-1].float()
-        return torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0].cpu()
+        return logprobs_from_logits(model(input_ids=ids).logits[0, :-1], ids[0, 1:]).cpu()
 
     def check(self, trainer: torch.Tensor) -> None:
         """vLLM's log-probs of the check sequence against the trainer's (``probe_logprobs``)."""
