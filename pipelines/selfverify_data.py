@@ -14,6 +14,7 @@ from selfverify.seeds import derive_seed
 from selfverify.tasks import Task
 from selfverify.tasks.base import TaskProblem as Problem
 from selfverify.workers import LMWorker
+from verifiers.base import Verdict
 from verifiers.generative import (
     GenerativeVerifier,
     JudgeFormat,
@@ -169,6 +170,21 @@ def scaled_verification(
     return auto, stats
 
 
+def misjudgement(verdict: Verdict, true_error: int) -> str | None:
+    """How an analysis misjudges where a solution first goes wrong: ``missed`` (it passes the true
+    earliest wrong step: names none, or a later one), ``false_alarm`` (it names a step before it, or any
+    step of a right solution), or None (it names the true one, or does not parse)."""
+    if not verdict.parsed or verdict.earliest_error == true_error:
+        return None
+    if true_error >= 0 and (verdict.earliest_error == -1 or verdict.earliest_error > true_error):
+        return "missed"
+    return "false_alarm"
+
+
+def _rate(hits: Sequence[bool]) -> float | None:
+    return sum(hits) / len(hits) if hits else None
+
+
 def evaluate_judges(
     cfg: Config,
     world: World,
@@ -193,6 +209,9 @@ def evaluate_judges(
     hits = [ms == label for (ms, _), label in zip(judged, labels, strict=True)]
     unfaithful = [h for h, label in zip(hits, labels, strict=True) if label < 1.0]
     faithful = [h for h, label in zip(hits, labels, strict=True) if label == 1.0]
+    kinds = [misjudgement(v, c.earliest_error) for v, c in zip(verdicts, checks, strict=True)]
+    missed = [h for h, kind in zip(hits, kinds, strict=True) if kind == "missed"]
+    false_alarms = [h for h, kind in zip(hits, kinds, strict=True) if kind == "false_alarm"]
     n = len(samples)
     return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
         "verifier_f1": pb["f1"],
@@ -203,14 +222,21 @@ def evaluate_judges(
         "meta_parse_rate": sum(ok for _, ok in judged) / n,
         # On the analyses that are not faithful alone: a meta-verifier that always says "faithful"
         # scores 0 here however good the verifier (and so meta_accuracy) is.
-        "meta_accuracy_unfaithful": sum(unfaithful) / len(unfaithful) if unfaithful else None,
-        "meta_accuracy_faithful": sum(faithful) / len(faithful) if faithful else None,
+        "meta_accuracy_unfaithful": _rate(unfaithful),
+        "meta_accuracy_faithful": _rate(faithful),
         # The auditor's balanced accuracy: the mean over the two kinds, blind to how many of each there are.
         "meta_balanced_accuracy": (
             (sum(unfaithful) / len(unfaithful) + sum(faithful) / len(faithful)) / 2
             if unfaithful and faithful
             else None
         ),
+        # The unfaithful analyses by how they misjudge, and the meta-verifier's accuracy on each: an
+        # analysis that passes an error (the auditor must find what the verifier did not), and one that
+        # reports an issue where the steps are right (what scaled verification asks it to refute).
+        "verifier_missed_errors": float(len(missed)),
+        "meta_accuracy_missed_errors": _rate(missed),
+        "verifier_false_alarms": float(len(false_alarms)),
+        "meta_accuracy_false_alarms": _rate(false_alarms),
         "sample_true_score": sum(truth) / n,
         "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(truth)) / n,
     }

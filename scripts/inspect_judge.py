@@ -1,7 +1,8 @@
 """Show how a loop run's judge works: ProcessBench metrics of its greedy analyses of held-out generator
 samples (and its verdict on the problems' reference solutions), what it wrote at each truly wrong
 sample's earliest error, how often it located each kind of error, its meta-verifications of the
-analyses and (true meta label, verdict) counts (docs/RESULTS.md, "Self-verification loop")::
+analyses and (true meta label, verdict, what its own check names) counts (docs/RESULTS.md,
+"Self-verification loop")::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
@@ -28,6 +29,7 @@ from verifiers.generative import (
     meta_label,
     meta_prompt,
     meta_reference,
+    parse_analysis,
     parse_meta,
     require_format,
 )
@@ -68,6 +70,22 @@ def error_kind(problem: Problem, steps: tuple[str, ...], check: StepCheck) -> st
     if given_work == work:
         return "a slip (operands right, result off)"
     return "a wrong operand, the result right" if given_result == result else "a wrong operand"
+
+
+def own_check(output: str, steps: tuple[str, ...], check: StepCheck, verdict: Verdict) -> str:
+    """Which earliest wrong step the meta-verifier's own check (its lines before ``M:``) names: the true
+    one, the one the audited analysis names (where that is not the truth: it repeats the verifier's
+    mistake), another, or none it can parse."""
+    own = parse_analysis("\n".join(output.strip().splitlines()[:-1]), len(steps))
+    if not own.parsed:
+        return "own check unparsed"
+    if own.earliest_error == check.earliest_error:
+        return "own check: the true step"
+    return (
+        "own check: the audited step"
+        if own.earliest_error == verdict.earliest_error
+        else "own check: another"
+    )
 
 
 def main() -> None:
@@ -120,17 +138,17 @@ def main() -> None:
         meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)
     ]
     outputs = meta.generate(prompts)
-    counts: Counter[tuple[float, str]] = Counter()
+    counts: Counter[tuple[float, str, str]] = Counter()
     shown = 0
     for p, s, c, v, prompt, out in zip(problems, samples, checks, verdicts, prompts, outputs, strict=True):
         label = meta_label(p, v, c)
         score, parsed = parse_meta(out)
-        counts[(label, str(score) if parsed else "unparsed")] += 1
+        counts[(label, str(score) if parsed else "unparsed", own_check(out, s, c, v))] += 1
         if (not parsed or score != label) and shown < args.show:
             shown += 1
             reference = meta_reference(p, s, v.analysis)[0]
             print(f"{prompt}--- judge wrote:\n{out}\n--- faithful meta-verification:\n{reference}\n")
-    print("(true meta label, verdict): count")
+    print("(true meta label, verdict, the meta-verifier's own check names): count")
     for key, n in sorted(counts.items()):
         print(f"  {key}: {n}")
 

@@ -62,7 +62,9 @@ def plot_curves(records: list[dict], path: Path) -> None:
 ROUND_SERIES = {
     "generator_accuracy": "generator accuracy",
     "verifier_f1": "verifier F1",
-    "meta_accuracy": "meta-verifier accuracy",
+    # The meta-verifier as an auditor: its overall accuracy mostly counts the verifier's faithful analyses.
+    "meta_balanced_accuracy": "meta-verifier balanced accuracy",
+    "meta_accuracy_unfaithful": "meta-verifier on unfaithful analyses",
     "auto_label_agreement": "auto-label agreement",
     "auto_label_discard_rate": "auto-label discard rate",
     "reward_hacking_gap": "verifier score − truth",

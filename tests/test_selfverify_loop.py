@@ -8,9 +8,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from pipelines.selfverify_data import misjudgement
 from selfverify.checkpoint import STATE_FILE
 from selfverify.loop import main
 from selfverify.tracking import read_metrics
+from verifiers.base import Verdict
 from verifiers.generative import FORMAT_VERSION
 
 ROUND_KEYS = {
@@ -47,6 +49,8 @@ def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides
         faithful, unfaithful = r["meta_accuracy_faithful"], r["meta_accuracy_unfaithful"]
         if faithful is not None and unfaithful is not None:
             assert r["meta_balanced_accuracy"] == pytest.approx((faithful + unfaithful) / 2)
+        for kind in ("missed_errors", "false_alarms"):  # a rate exactly where there are analyses of the kind
+            assert (r[f"meta_accuracy_{kind}"] is None) == (r[f"verifier_{kind}"] == 0)
     phases = {r["phase"] for r in read_metrics(tmp_path / "run")}
     assert {"sft", "judge_sft", "verifier_rl", "meta_rl", "rl", "round"} <= phases
     assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000
@@ -110,3 +114,21 @@ def test_init_from_brings_its_own_tokenizer(tmp_path, tiny_overrides, tiny_loop)
     _run(run, [*tiny_overrides, *tiny_loop, "loop.rounds=1", f"init_from={tmp_path / 'init'}"])
     saved = AutoTokenizer.from_pretrained(run / "checkpoints" / "latest" / "generator")
     assert "<extra>" in saved.get_vocab() and len(saved) == len(tok)
+
+
+def test_an_unfaithful_analysis_is_told_by_how_it_misjudges() -> None:
+    """Missed: it passes the true earliest wrong step; false alarm: it names a step where the steps are
+    right; neither: it names the true step (its score may still be wrong) or does not parse."""
+
+    def named(step: int, parsed: bool = True) -> Verdict:
+        return Verdict([1.0] * 4, step, 1.0, "", parsed=parsed)
+
+    assert [misjudgement(named(k), 2) for k in (-1, 3, 2, 1, 0)] == [
+        "missed",
+        "missed",
+        None,
+        "false_alarm",
+        "false_alarm",
+    ]
+    assert [misjudgement(named(k), -1) for k in (-1, 0, 3)] == [None, "false_alarm", "false_alarm"]
+    assert misjudgement(named(-1, parsed=False), 2) is None
