@@ -212,6 +212,7 @@ def evaluate_judges(
     kinds = [misjudgement(v, c.earliest_error) for v, c in zip(verdicts, checks, strict=True)]
     missed = [h for h, kind in zip(hits, kinds, strict=True) if kind == "missed"]
     false_alarms = [h for h, kind in zip(hits, kinds, strict=True) if kind == "false_alarm"]
+    on_unfaithful, on_faithful = _rate(unfaithful), _rate(faithful)
     n = len(samples)
     return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
         "verifier_f1": pb["f1"],
@@ -222,13 +223,11 @@ def evaluate_judges(
         "meta_parse_rate": sum(ok for _, ok in judged) / n,
         # On the analyses that are not faithful alone: a meta-verifier that always says "faithful"
         # scores 0 here however good the verifier (and so meta_accuracy) is.
-        "meta_accuracy_unfaithful": _rate(unfaithful),
-        "meta_accuracy_faithful": _rate(faithful),
+        "meta_accuracy_unfaithful": on_unfaithful,
+        "meta_accuracy_faithful": on_faithful,
         # The auditor's balanced accuracy: the mean over the two kinds, blind to how many of each there are.
         "meta_balanced_accuracy": (
-            (sum(unfaithful) / len(unfaithful) + sum(faithful) / len(faithful)) / 2
-            if unfaithful and faithful
-            else None
+            None if on_unfaithful is None or on_faithful is None else (on_unfaithful + on_faithful) / 2
         ),
         # The unfaithful analyses by how they misjudge, and the meta-verifier's accuracy on each: an
         # analysis that passes an error (the auditor must find what the verifier did not), and one that
