@@ -48,6 +48,7 @@ from pipelines.selfverify_data import (
     scaled_verification,
     solution_part,
     truth_labelled,
+    verifier_on_samples,
 )
 from selfverify.backends import Backend, make_backend
 from selfverify.checkpoint import STATE_FILE, CheckpointError, recover, save_bundle, write_atomically
@@ -86,6 +87,9 @@ from verifiers.generative import (
 
 # A judge SFT phase warms up over its first fifth, at most 20 steps.
 JUDGE_SFT_MAX_WARMUP, JUDGE_SFT_WARMUP_DIVISOR = 20, 5
+# An extended judge cold start (loop.judge_max_extends) starts at a quarter of its learning rate: the judge
+# is past its first steep fall by then.
+JUDGE_EXTEND_LR_FACTOR = 0.25
 SYNTHETIC_CORRECT_FRACTION = 0.4  # of the judge's synthetic solutions, the share left without an error
 META_ITEMS_PER_SAMPLE = 3  # meta_items: the verifier's analysis, the faithful one and an unfaithful one
 
@@ -235,14 +239,17 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
     )
     learns = {"verifier": "judge_sft", "meta": "meta_sft" if meta_name == "meta" else "judge_sft"}
 
-    def judge_sft(batches: Callable[[int, random.Random], list[Example]], steps: int, lr: float) -> None:
-        """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step."""
+    def judge_sft(
+        batches: Callable[[int, random.Random], list[Example]], steps: int, lr: float, first: int = 0
+    ) -> None:
+        """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step; a phase
+        that goes on from step ``first`` draws steps of its own."""
         for judge in trainees.values():
             warmup = min(JUDGE_SFT_MAX_WARMUP, steps // JUDGE_SFT_WARMUP_DIVISOR)
             judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps)
-        rng = random.Random(f"{cfg.seed}-judge_sft-{state['round']}")
+        rng = random.Random(f"{cfg.seed}-judge_sft-{state['round']}" + (f"-from-{first}" if first else ""))
         desc = f"round {state['round']}: judge_sft" if state["phase"] != "judges" else "cold start: judge_sft"
-        for step in tqdm(range(steps), desc=desc, disable=not progress):
+        for step in tqdm(range(first, first + steps), desc=desc, disable=not progress):
             examples = batches(step, rng)
             for phase, judge in trainees.items():
                 part = [(p, t) for kind, p, t in examples if learns[kind] == phase]
@@ -299,8 +306,27 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         items += rng.sample(pool, min(len(pool), size - n_syn))
         return judge_examples(items, rng)
 
+    def judge_check(extends: int) -> float:
+        """The verifier's F1 on fresh generator samples of training problems (where they hold one kind of
+        sample only, right or wrong, its accuracy on that kind), logged as ``judge_val``."""
+        problems = task.train_problems(lc.judge_val_samples, seed=cfg.seed, tag="judge-val", exclude=exclude)
+        seed = derive_seed(cfg.seed, "judge_val")
+        pb = verifier_on_samples(cfg, world, generator, verifier, problems, seed)[-1]
+        tracker.log("judge_val", extends, {k: pb[k] for k in ("f1", "acc_err", "acc_corr")})
+        return next(pb[k] for k in ("f1", "acc_err", "acc_corr") if pb[k] is not None)
+
     if state["phase"] == "judges":
         judge_sft(cold_start_batch, lc.judge_sft_steps, lc.judge_sft_lr)
+        if lc.judge_val_f1 is not None:
+            done = lc.judge_sft_steps
+            for extends in range(lc.judge_max_extends + 1):
+                score = judge_check(extends)
+                figures |= {"judge_val_f1": score, "judge_sft_extends": extends}
+                if score >= lc.judge_val_f1 or extends == lc.judge_max_extends:
+                    break
+                lr = lc.judge_sft_lr * JUDGE_EXTEND_LR_FACTOR
+                judge_sft(cold_start_batch, lc.judge_extend_steps, lr, first=done)
+                done += lc.judge_extend_steps
         save("verifier", round=0)
 
     # Rewards the judges and the generator are trained with.

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from selfverify.config import Config
 from selfverify.models import ModelSpec
 from selfverify.seeds import derive_seed
-from selfverify.tasks import Task
+from selfverify.tasks import StepCheck, Task
 from selfverify.tasks.base import TaskProblem as Problem
 from selfverify.workers import LMWorker
 from verifiers.base import Verdict
@@ -185,6 +186,24 @@ def _rate(hits: Sequence[bool]) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
+def verifier_on_samples(
+    cfg: Config,
+    world: World,
+    generator: LMWorker,
+    verifier: GenerativeVerifier,
+    problems: Sequence[Problem],
+    seed: int,
+) -> tuple[list[tuple[str, ...]], list[Verdict], list[StepCheck], dict[str, Any]]:
+    """Fresh generator samples of ``problems``, the verifier's greedy analyses of them, the checker's
+    ground truth and the analyses' ProcessBench metrics."""
+    samples = generate_samples(cfg, world, generator, problems, seed=seed)
+    verdicts = verifier.analyse([p.text for p in problems], samples)
+    checks = [world.task.check(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
+    # An unparsable analysis names no step: it counts as wrong on either kind of sample.
+    preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
+    return samples, verdicts, checks, processbench_metrics(preds, [c.earliest_error for c in checks])
+
+
 def evaluate_judges(
     cfg: Config,
     world: World,
@@ -197,13 +216,10 @@ def evaluate_judges(
     reward-hacking signal: mean verifier score minus mean true score of the same samples."""
     problems = list(heldout[: cfg.loop.eval_samples])
     task, fmt = world.task, world.fmt
-    samples = generate_samples(cfg, world, generator, problems, seed=derive_seed(cfg.seed, "judge_eval"))
-    verdicts = verifier.analyse([p.text for p in problems], samples)
-    checks = [task.check(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
+    samples, verdicts, checks, pb = verifier_on_samples(
+        cfg, world, generator, verifier, problems, seed=derive_seed(cfg.seed, "judge_eval")
+    )
     truth = [task.true_score(p, c) for p, c in zip(problems, checks, strict=True)]
-    # An unparsable analysis names no step: it counts as wrong on either kind of sample.
-    preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
-    pb = processbench_metrics(preds, [c.earliest_error for c in checks])
     judged = meta.meta_verify([p.text for p in problems], samples, [v.analysis for v in verdicts])
     labels = [fmt.meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]
     hits = [ms == label for (ms, _), label in zip(judged, labels, strict=True)]

@@ -1,8 +1,8 @@
 """Show how a loop run's judge works: ProcessBench metrics of its greedy analyses of held-out generator
 samples (and its verdict on the problems' reference solutions), what it wrote at each truly wrong
-sample's earliest error, how often it located each kind of error, its meta-verifications of the
-analyses and (true meta label, verdict, what its own check names) counts (docs/RESULTS.md,
-"Self-verification loop")::
+sample's earliest error, how often it located each kind of error, how often it locates a synthetic slip
+by how far the slip is off, its meta-verifications of the analyses and (true meta label, verdict, what
+its own check names) counts (docs/RESULTS.md, "Self-verification loop")::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
@@ -10,6 +10,7 @@ analyses and (true meta label, verdict, what its own check names) counts (docs/R
 from __future__ import annotations
 
 import argparse
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from selfverify.checkpoint import load_bundle
 from selfverify.config import load_config
 from selfverify.rollout import sample_texts
 from selfverify.tasks import Problem, StepCheck, check_solution, heldout_split, split_steps
+from selfverify.tasks.arithmetic import OFFSETS, slipped_solution
 from selfverify.workers import LMWorker
 from verifiers.base import Verdict
 from verifiers.generative import (
@@ -57,8 +59,8 @@ def verifier_outcome(problem: Problem, steps: tuple[str, ...], check: StepCheck,
 def error_kind(problem: Problem, steps: tuple[str, ...], check: StepCheck) -> str:
     """What a wrong sample's earliest error is: at the answer line or after it; a line that is no
     operation where one is due (mostly an answer written before the working); a slip (the step's
-    operands right, its result off); a wrong operand (a miscopied carry or a misread number) with the
-    result the right value or not."""
+    operands right, its result off by one or by more); a wrong operand (a miscopied carry or a misread
+    number) with the result the right value or not."""
     wrong = check.earliest_error
     if wrong >= len(problem.ops):
         return "at the answer line or after it"
@@ -68,7 +70,9 @@ def error_kind(problem: Problem, steps: tuple[str, ...], check: StepCheck) -> st
     expected = expected_lines(problem, len(steps))[wrong]
     (given_work, given_result), (work, result) = given.rsplit("=", 1), expected.rsplit("=", 1)
     if given_work == work:
-        return "a slip (operands right, result off)"
+        # Off by one is the generator's usual slip and the hardest for the judge to see.
+        off_by_one = given_result.lstrip("-").isdigit() and abs(int(given_result) - int(result)) == 1
+        return f"a slip (operands right, result off by {'one' if off_by_one else 'more'})"
     return "a wrong operand, the result right" if given_result == result else "a wrong operand"
 
 
@@ -134,6 +138,16 @@ def main() -> None:
     print("wrong samples by their earliest error: located / all")
     for kind in sorted({k for k, _ in kinds}):
         print(f"  {kind}: {kinds[kind, True]} / {kinds[kind, True] + kinds[kind, False]}")
+    # The comparison a judge learns can be blind to small differences: the same problems with one slip
+    # each (at a random step, off by each offset in turn).
+    rng = random.Random(0)
+    print("synthetic slips located, by offset:")
+    for offset in OFFSETS:
+        at = [rng.randrange(len(p.ops)) for p in problems]
+        slipped = [tuple(slipped_solution(p, k, offset)) for p, k in zip(problems, at, strict=True)]
+        found = verifier.analyse([p.prompt for p in problems], slipped)
+        located = sum(v.earliest_error == k for v, k in zip(found, at, strict=True))
+        print(f"  {offset:+d}: {located} / {len(problems)}")
     prompts = [
         meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)
     ]

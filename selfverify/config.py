@@ -134,6 +134,16 @@ class RoundsConfig:
     judge_error_weights: dict[str, float] = field(
         default_factory=lambda: {"offset": 6.0, "operand": 1.0, "skip": 1.0, "no_answer": 1.0, "final": 1.0}
     )
+    # The judge cold start's check: the verifier's earliest-error F1 on judge_val_samples fresh generator
+    # samples (training problems, labelled by the checker as the pool is; where they are all right or all
+    # wrong, its accuracy on them). Below judge_val_f1 the cold
+    # start goes on for judge_extend_steps more steps (a fresh schedule at a quarter of judge_sft_lr), at
+    # most judge_max_extends times: learning to compare a derived step with the given one is a phase
+    # change that some draws reach late. None: no check.
+    judge_val_f1: float | None = None
+    judge_val_samples: int = 256
+    judge_extend_steps: int = 200
+    judge_max_extends: int = 2
     judge_max_new_tokens: int = 112  # an analysis; the meta-verifier writes one and its verdict
     # The judge's text format: compact (the embedded world's) or prose (DeepSeekMath-V2 style, for
     # natural-language solutions); None: compact for task=embedded, prose otherwise.
@@ -403,6 +413,8 @@ def check_choices(cfg: Config) -> None:
         "loop.judge_prompts_per_step": cfg.loop.judge_prompts_per_step,
         "loop.judge_group_size": cfg.loop.judge_group_size,
         "loop.judge_batch_size": cfg.loop.judge_batch_size,
+        "loop.judge_val_samples": cfg.loop.judge_val_samples,
+        "loop.judge_extend_steps": cfg.loop.judge_extend_steps,
         "eval_batch_size": cfg.eval_batch_size,
         "train.ranks": cfg.train.ranks,
     }
@@ -423,12 +435,16 @@ def check_choices(cfg: Config) -> None:
         raise ConfigError(f"config key 'rl.dual_clip_c': {cfg.rl.dual_clip_c!r} must be > 1 (or null: off)")
     if cfg.rl.kl_coef < 0:
         raise ConfigError(f"config key 'rl.kl_coef': {cfg.rl.kl_coef!r} is negative")
+    if cfg.loop.judge_max_extends < 0:
+        raise ConfigError(f"config key 'loop.judge_max_extends': {cfg.loop.judge_max_extends!r} is negative")
     fractions = {
         "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
         "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
         "loop.judge_meta_fraction": cfg.loop.judge_meta_fraction,
         "loop.auto_sft_fraction": cfg.loop.auto_sft_fraction,
     }
+    if cfg.loop.judge_val_f1 is not None:
+        fractions["loop.judge_val_f1"] = cfg.loop.judge_val_f1
     for key, value in fractions.items():
         if not 0.0 <= value <= 1.0:
             raise ConfigError(f"config key '{key}': {value!r} is not a fraction in [0, 1]")

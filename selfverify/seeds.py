@@ -16,6 +16,7 @@ SAMPLE_STREAMS = {
     "meta_items": 3,  # the verifier's sampled analyses the meta-verifier's RL items are made of
     "scaled_samples": 100,  # fresh generator samples to auto-label
     "scaled_verification": 200,  # the analyses and meta-verifications that auto-label them
+    "judge_val": 500,  # the generator samples the judge's cold start is checked on
     "judge_eval": 999,  # held-out generator samples the judges are evaluated on
 }
 

@@ -132,3 +132,19 @@ def test_an_unfaithful_analysis_is_told_by_how_it_misjudges() -> None:
     ]
     assert [misjudgement(named(k), -1) for k in (-1, 0, 3)] == [None, "false_alarm", "false_alarm"]
     assert misjudgement(named(-1, parsed=False), 2) is None
+
+
+def test_a_judge_below_its_check_goes_on_training(tmp_path, tiny_overrides, tiny_loop):
+    """loop.judge_val_f1: the judge cold start is checked on fresh generator samples and, below the
+    bar, goes on for loop.judge_extend_steps more steps of data of their own, at most
+    loop.judge_max_extends times; the check's figures are logged and summarised."""
+    summary = _run(tmp_path / "run", [*tiny_overrides, *tiny_loop, "loop.rounds=1", "loop.judge_val_f1=1.0"])
+    metrics = read_metrics(tmp_path / "run")
+    checks = [r for r in metrics if r["phase"] == "judge_val"]
+    assert [r["step"] for r in checks] == [0, 1]  # the check, one extension (the most allowed), the check
+    # The figure checked: F1, or the accuracy on the one kind of sample the tiny generator wrote.
+    scores = [next(r[k] for k in ("f1", "acc_err", "acc_corr") if r[k] is not None) for r in checks]
+    assert scores[0] < 1.0 and summary["judge_val_f1"] == scores[1]
+    cold_start = [r["step"] for r in metrics if r["phase"] == "judge_sft" and r["round"] == 0]
+    assert cold_start == [1, 2, 3, 4, 5]  # 3 steps, then 2 more
+    assert summary["judge_sft_extends"] == 1

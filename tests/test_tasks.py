@@ -5,7 +5,13 @@ import random
 import pytest
 
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, parse_problem, train_problems
-from selfverify.tasks.arithmetic import CORRUPTIONS, sample_problem, synthetic_solution
+from selfverify.tasks.arithmetic import (
+    CORRUPTIONS,
+    corrupt_solution,
+    sample_problem,
+    slipped_solution,
+    synthetic_solution,
+)
 
 P = Problem(12, (("+", 7), ("*", 3), ("-", 4)))
 
@@ -73,6 +79,16 @@ def test_synthetic_errors_drawn_by_weight():
     for p in problems[:20]:
         kind, steps = synthetic_solution(p, rng, 0.5, weights)
         assert (check_solution(p, "\n".join(steps)).earliest_error == -1) == (kind == "none")
+
+
+def test_a_slip_is_wrong_at_its_step_and_carried_on():
+    assert slipped_solution(P, 1, -2) == ["12+7=19", "19*3=55", "55-4=51", "A:51"]
+    problems = train_problems(TaskSpec(), 200, seed=0, tag="test", exclude=set())
+    rng = random.Random(0)
+    for p in problems:
+        steps, reference = corrupt_solution(p, "offset", rng), p.reference_solution().splitlines()
+        k = check_solution(p, "\n".join(steps)).earliest_error
+        assert 0 <= k < len(p.ops) and steps[:k] == reference[:k] and steps[k] != reference[k]
 
 
 def test_difficulty_knobs():

@@ -100,7 +100,7 @@ def sample_problem(rng: random.Random, spec: TaskSpec) -> Problem:
 # no_answer: the working is right but the answer line is missing (wrong at the last step);
 # final: the working is right but the answer line states another value.
 CORRUPTIONS = ("offset", "operand", "skip", "no_answer", "final")
-_OFFSETS = (-10, -3, -2, -1, 1, 2, 3, 10)
+OFFSETS = (-10, -3, -2, -1, 1, 2, 3, 10)
 
 
 def _work(start: int, ops: list[tuple[str, int]]) -> tuple[list[str], int]:
@@ -120,31 +120,40 @@ def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[st
     if kind == "no_answer":
         return lines
     if kind == "final":
-        return lines + [f"{ANSWER_PREFIX}{final + rng.choice(_OFFSETS)}"]
+        return lines + [f"{ANSWER_PREFIX}{final + rng.choice(OFFSETS)}"]
     if kind == "skip":
         k = rng.randrange(n)
         lines, final = _work(problem.start, ops[:k] + ops[k + 1 :])
         return lines + [f"{ANSWER_PREFIX}{final}"]
     k = rng.randrange(n)
+    if kind == "offset":
+        return slipped_solution(problem, k, rng.choice(OFFSETS))
+    if kind != "operand":
+        raise ValueError(f"unknown corruption {kind!r}; known: {', '.join(CORRUPTIONS)}")
     head, acc = _work(problem.start, ops[:k])
     op, b = ops[k]
-    if kind == "offset":
-        wrong = OPS[op](acc, b) + rng.choice(_OFFSETS)
-        step = f"{acc}{op}{b}={wrong}"
-    elif kind == "operand":
-        if rng.random() < 0.5:
-            acc += rng.choice(_OFFSETS[1:-1])  # the carried value miscopied
-        else:
-            # The problem's number misread: a nearby one, not negative when it is not. A negative operand
-            # (parse_problem reads them) left no candidate at all (IndexError) below -3.
-            low = max(b - 3, 0) if b >= 0 else b - 3
-            b = rng.choice([x for x in range(low, b + 4) if x != b])
-        wrong = OPS[op](acc, b)
-        step = f"{acc}{op}{b}={wrong}"
+    if rng.random() < 0.5:
+        acc += rng.choice(OFFSETS[1:-1])  # the carried value miscopied
     else:
-        raise ValueError(f"unknown corruption {kind!r}; known: {', '.join(CORRUPTIONS)}")
+        # The problem's number misread: a nearby one, not negative when it is not. A negative operand
+        # (parse_problem reads them) left no candidate at all (IndexError) below -3.
+        low = max(b - 3, 0) if b >= 0 else b - 3
+        b = rng.choice([x for x in range(low, b + 4) if x != b])
+    wrong = OPS[op](acc, b)
+    step = f"{acc}{op}{b}={wrong}"
     tail, final = _work(wrong, ops[k + 1 :])
     return head + [step] + tail + [f"{ANSWER_PREFIX}{final}"]
+
+
+def slipped_solution(problem: Problem, k: int, offset: int) -> list[str]:
+    """The problem's solution lines with step ``k``'s result off by ``offset`` (a slip), the steps after
+    it carried on from the wrong value."""
+    ops = list(problem.ops)
+    head, acc = _work(problem.start, ops[:k])
+    op, b = ops[k]
+    wrong = OPS[op](acc, b) + offset
+    tail, final = _work(wrong, ops[k + 1 :])
+    return head + [f"{acc}{op}{b}={wrong}"] + tail + [f"{ANSWER_PREFIX}{final}"]
 
 
 def synthetic_solution(
