@@ -48,7 +48,7 @@ from pipelines.selfverify_data import (
     scaled_verification,
     solution_part,
     truth_labelled,
-    verifier_on_samples,
+    verifier_metrics,
 )
 from selfverify.backends import Backend, make_backend
 from selfverify.checkpoint import STATE_FILE, CheckpointError, recover, save_bundle, write_atomically
@@ -90,6 +90,8 @@ JUDGE_SFT_MAX_WARMUP, JUDGE_SFT_WARMUP_DIVISOR = 20, 5
 # An extended judge cold start (loop.judge_max_extends) starts at a quarter of its learning rate: the judge
 # is past its first steep fall by then.
 JUDGE_EXTEND_LR_FACTOR = 0.25
+# The cold start's check figure and its stand-ins, in order: F1, else the accuracy on the one kind present.
+JUDGE_CHECK_FIGURES = ("f1", "acc_err", "acc_corr")
 SYNTHETIC_CORRECT_FRACTION = 0.4  # of the judge's synthetic solutions, the share left without an error
 META_ITEMS_PER_SAMPLE = 3  # meta_items: the verifier's analysis, the faithful one and an unfaithful one
 
@@ -306,21 +308,24 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         items += rng.sample(pool, min(len(pool), size - n_syn))
         return judge_examples(items, rng)
 
-    def judge_check(extends: int) -> float:
-        """The verifier's F1 on fresh generator samples of training problems (where they hold one kind of
-        sample only, right or wrong, its accuracy on that kind), logged as ``judge_val``."""
-        problems = task.train_problems(lc.judge_val_samples, seed=cfg.seed, tag="judge-val", exclude=exclude)
-        seed = derive_seed(cfg.seed, "judge_val")
-        pb = verifier_on_samples(cfg, world, generator, verifier, problems, seed)[-1]
-        tracker.log("judge_val", extends, {k: pb[k] for k in ("f1", "acc_err", "acc_corr")})
-        return next(pb[k] for k in ("f1", "acc_err", "acc_corr") if pb[k] is not None)
+    def judge_check(extends: int, problems: list[Problem], samples: list[tuple[str, ...]]) -> float:
+        """The verifier's F1 on the check's samples (where they hold one kind of sample only, right or
+        wrong, its accuracy on that kind), logged as ``judge_val``."""
+        pb = verifier_metrics(world, verifier, problems, samples)[-1]
+        tracker.log("judge_val", extends, {k: pb[k] for k in JUDGE_CHECK_FIGURES})
+        return next(pb[k] for k in JUDGE_CHECK_FIGURES if pb[k] is not None)
 
     if state["phase"] == "judges":
         judge_sft(cold_start_batch, lc.judge_sft_steps, lc.judge_sft_lr)
         if lc.judge_val_f1 is not None:
+            # Fresh generator samples of training problems, drawn once: the generator does not change here.
+            val = task.train_problems(lc.judge_val_samples, seed=cfg.seed, tag="judge-val", exclude=exclude)
+            val_samples = generate_samples(
+                cfg, world, generator, val, seed=derive_seed(cfg.seed, "judge_val")
+            )
             done = lc.judge_sft_steps
             for extends in range(lc.judge_max_extends + 1):
-                score = judge_check(extends)
+                score = judge_check(extends, val, val_samples)
                 figures |= {"judge_val_f1": score, "judge_sft_extends": extends}
                 if score >= lc.judge_val_f1 or extends == lc.judge_max_extends:
                     break

@@ -186,22 +186,19 @@ def _rate(hits: Sequence[bool]) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
-def verifier_on_samples(
-    cfg: Config,
+def verifier_metrics(
     world: World,
-    generator: LMWorker,
     verifier: GenerativeVerifier,
     problems: Sequence[Problem],
-    seed: int,
-) -> tuple[list[tuple[str, ...]], list[Verdict], list[StepCheck], dict[str, Any]]:
-    """Fresh generator samples of ``problems``, the verifier's greedy analyses of them, the checker's
-    ground truth and the analyses' ProcessBench metrics."""
-    samples = generate_samples(cfg, world, generator, problems, seed=seed)
+    samples: Sequence[tuple[str, ...]],
+) -> tuple[list[Verdict], list[StepCheck], dict[str, Any]]:
+    """The verifier's greedy analyses of ``samples``, the checker's ground truth and the analyses'
+    ProcessBench metrics."""
     verdicts = verifier.analyse([p.text for p in problems], samples)
     checks = [world.task.check(p, "\n".join(s)) for p, s in zip(problems, samples, strict=True)]
     # An unparsable analysis names no step: it counts as wrong on either kind of sample.
     preds = [v.earliest_error if v.parsed else UNPARSED for v in verdicts]
-    return samples, verdicts, checks, processbench_metrics(preds, [c.earliest_error for c in checks])
+    return verdicts, checks, processbench_metrics(preds, [c.earliest_error for c in checks])
 
 
 def evaluate_judges(
@@ -216,9 +213,8 @@ def evaluate_judges(
     reward-hacking signal: mean verifier score minus mean true score of the same samples."""
     problems = list(heldout[: cfg.loop.eval_samples])
     task, fmt = world.task, world.fmt
-    samples, verdicts, checks, pb = verifier_on_samples(
-        cfg, world, generator, verifier, problems, seed=derive_seed(cfg.seed, "judge_eval")
-    )
+    samples = generate_samples(cfg, world, generator, problems, seed=derive_seed(cfg.seed, "judge_eval"))
+    verdicts, checks, pb = verifier_metrics(world, verifier, problems, samples)
     truth = [task.true_score(p, c) for p, c in zip(problems, checks, strict=True)]
     judged = meta.meta_verify([p.text for p in problems], samples, [v.analysis for v in verdicts])
     labels = [fmt.meta_label(p, v, c) for p, v, c in zip(problems, verdicts, checks, strict=True)]

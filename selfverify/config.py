@@ -136,10 +136,9 @@ class RoundsConfig:
     )
     # The judge cold start's check: the verifier's earliest-error F1 on judge_val_samples fresh generator
     # samples (training problems, labelled by the checker as the pool is; where they are all right or all
-    # wrong, its accuracy on them). Below judge_val_f1 the cold
-    # start goes on for judge_extend_steps more steps (a fresh schedule at a quarter of judge_sft_lr), at
-    # most judge_max_extends times: learning to compare a derived step with the given one is a phase
-    # change that some draws reach late. None: no check.
+    # wrong, its accuracy on them). Below judge_val_f1 the cold start goes on for judge_extend_steps more
+    # steps (a fresh schedule at a quarter of judge_sft_lr), at most judge_max_extends times: learning to
+    # compare a derived step with the given one is a phase change that some draws reach late. None: no check.
     judge_val_f1: float | None = None
     judge_val_samples: int = 256
     judge_extend_steps: int = 200

@@ -32,6 +32,7 @@ from typing import Literal
 
 from selfverify.io import OnError, RecordError, read_records, report_record_error
 from selfverify.realmath import answers_equal, load_math_dataset, split_steps
+from selfverify.tasks.arithmetic import OFFSETS
 from selfverify.tasks.base import Prompter, StepCheck, labelled_steps, raw_prompter
 from verifiers.arith_rule import ArithmeticRuleVerifier, final_answer
 from verifiers.base import VerifyInput
@@ -44,7 +45,6 @@ ANSWER_WORD = "Answer:"
 # the right values); final, the working right but the answer line states another value; no_answer,
 # the working right but the answer line dropped.
 MATH_CORRUPTIONS: tuple[str, ...] = ("offset", "final", "no_answer")
-_OFFSETS = (-10, -3, -2, -1, 1, 2, 3, 10)
 
 _ANNOTATION_RE = re.compile(r"<<[^<>\n]*>>")
 # The same markers realmath's answer extraction reads: a step carrying one states an answer.
@@ -158,7 +158,7 @@ def _wrong_answer(answer: str, rng: random.Random) -> str:
     if not runs:
         return "0"
     m = runs[-1]
-    for offset in rng.sample(_OFFSETS, len(_OFFSETS)):
+    for offset in rng.sample(OFFSETS, len(OFFSETS)):
         value = int(m.group()) + offset
         value = value if value >= 0 else int(m.group()) + abs(offset)
         wrong = answer[: m.start()] + str(value) + answer[m.end() :]
@@ -299,7 +299,7 @@ class MathDatasetTask:
         kind = _draw_kind(rng, weights)
         working = steps[:-1]
         if kind == "offset":
-            offset = rng.choice(_OFFSETS)
+            offset = rng.choice(OFFSETS)
             changed = [(i, s) for i, step in enumerate(working) if (s := _offset_result(step, offset))]
             if changed:
                 i, step = rng.choice(changed)
