@@ -2,7 +2,9 @@
 samples (and its verdict on the problems' reference solutions), what it wrote at each truly wrong
 sample's earliest error, how often it located each kind of error, how often it locates a synthetic slip
 by how far the slip is off, its meta-verifications of the analyses and (true meta label, verdict, what
-its own check names) counts (docs/RESULTS.md, "Self-verification loop")::
+its own check names) counts, and, for the analyses it should reject, whether its own check follows the
+analysis shown (the faithful one shown instead) and how often the verifier, resampled, locates the
+error (docs/RESULTS.md, "Self-verification loop" and "The meta-verifier as an auditor")::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
@@ -33,6 +35,7 @@ from verifiers.generative import (
     meta_reference,
     parse_analysis,
     parse_meta,
+    reference_analysis,
     require_format,
 )
 from verifiers.metrics import processbench_metrics
@@ -97,6 +100,9 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path, help="a pipeline=selfverify run (checkpoints/latest)")
     parser.add_argument("--n", type=int, default=64, help="held-out problems")
     parser.add_argument("--show", type=int, default=6, help="misjudged examples to print")
+    parser.add_argument(
+        "--resamples", type=int, default=8, help="temperature-1 analyses of each misjudged sample"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     cfg = load_config(args.run_dir / "config.yaml")
@@ -165,6 +171,33 @@ def main() -> None:
     print("(true meta label, verdict, the meta-verifier's own check names): count")
     for key, n in sorted(counts.items()):
         print(f"  {key}: {n}")
+    # An auditor catches only what its own check finds: does that check follow the analysis it is shown
+    # (shown the faithful one, is it then right?), and would the verifier itself find the error if sampled?
+    rejectable = [
+        (p, s, c, v)
+        for p, s, c, v in zip(problems, samples, checks, verdicts, strict=True)
+        if meta_label(p, v, c) < 1
+    ]
+    shown = meta.generate([meta_prompt(p.prompt, s, reference_analysis(p, s)) for p, s, _, _ in rejectable])
+    followed = Counter(own_check(out, s, c, v) for (_, s, c, v), out in zip(rejectable, shown, strict=True))
+    print(
+        f"the {len(rejectable)} analyses to reject, the faithful one shown instead (audited: the verifier's):"
+    )
+    for key, n in sorted(followed.items()):
+        print(f"  {key}: {n}")
+    located: Counter[int] = Counter()
+    for k in range(args.resamples):
+        again = verifier.analyse(
+            [p.prompt for p, *_ in rejectable], [s for _, s, *_ in rejectable], greedy=False, seed=100 + k
+        )
+        located.update(
+            i
+            for i, (v, (_, _, c, _)) in enumerate(zip(again, rejectable, strict=True))
+            if v.earliest_error == c.earliest_error
+        )
+    print(f"the verifier on them, resampled {args.resamples} times at temperature 1: (times right, analyses)")
+    for times, n in sorted(Counter(located[i] for i in range(len(rejectable))).items()):
+        print(f"  {times}: {n}")
 
 
 if __name__ == "__main__":
