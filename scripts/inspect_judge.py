@@ -4,7 +4,8 @@ sample's earliest error, how often it located each kind of error, how often it l
 by how far the slip is off, its meta-verifications of the analyses and (true meta label, verdict, what
 its own check names) counts, and, for the analyses it should reject, whether its own check follows the
 analysis shown (the faithful one shown instead) and how often the verifier, resampled, locates the
-error (docs/RESULTS.md, "Self-verification loop" and "The meta-verifier as an auditor")::
+error, and how judges of other runs (``--auditor``) audit the same analyses (docs/RESULTS.md,
+"Self-verification loop" and "The meta-verifier as an auditor")::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
@@ -103,6 +104,13 @@ def main() -> None:
     parser.add_argument(
         "--resamples", type=int, default=8, help="temperature-1 analyses of each misjudged sample"
     )
+    parser.add_argument(
+        "--auditor",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="other runs whose judges meta-verify the same analyses",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     cfg = load_config(args.run_dir / "config.yaml")
@@ -198,6 +206,19 @@ def main() -> None:
     print(f"the verifier on them, resampled {args.resamples} times at temperature 1: (times right, analyses)")
     for times, n in sorted(Counter(located[i] for i in range(len(rejectable))).items()):
         print(f"  {times}: {n}")
+    # A judge trained apart (another run) as the auditor of the same analyses.
+    labels = [meta_label(p, v, c) for p, c, v in zip(problems, checks, verdicts, strict=True)]
+    for run in args.auditor:
+        other, other_toks, _ = load_bundle(run / "checkpoints" / "latest")
+        auditor = MetaVerifier(LMWorker(other["judge"], other_toks["judge"]), budget)
+        right = [
+            ok and score == label
+            for (score, ok), label in zip(map(parse_meta, auditor.generate(prompts)), labels, strict=True)
+        ]
+        faithful = [r for r, label in zip(right, labels, strict=True) if label == 1.0]
+        caught = [r for r, label in zip(right, labels, strict=True) if label < 1.0]
+        print(f"{run}'s judge as the auditor: faithful analyses confirmed {sum(faithful)}/{len(faithful)},")
+        print(f"  unfaithful caught {sum(caught)}/{len(caught)}")
 
 
 if __name__ == "__main__":
