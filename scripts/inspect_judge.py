@@ -166,10 +166,12 @@ def main() -> None:
         meta_prompt(p.prompt, s, v.analysis) for p, s, v in zip(problems, samples, verdicts, strict=True)
     ]
     outputs = meta.generate(prompts)
+    labels = [meta_label(p, v, c) for p, c, v in zip(problems, checks, verdicts, strict=True)]
     counts: Counter[tuple[float, str, str]] = Counter()
     shown = 0
-    for p, s, c, v, prompt, out in zip(problems, samples, checks, verdicts, prompts, outputs, strict=True):
-        label = meta_label(p, v, c)
+    for p, s, c, v, label, prompt, out in zip(
+        problems, samples, checks, verdicts, labels, prompts, outputs, strict=True
+    ):
         score, parsed = parse_meta(out)
         counts[(label, str(score) if parsed else "unparsed", own_check(out, s, c, v))] += 1
         if (not parsed or score != label) and shown < args.show:
@@ -183,11 +185,15 @@ def main() -> None:
     # (shown the faithful one, is it then right?), and would the verifier itself find the error if sampled?
     rejectable = [
         (p, s, c, v)
-        for p, s, c, v in zip(problems, samples, checks, verdicts, strict=True)
-        if meta_label(p, v, c) < 1
+        for p, s, c, v, label in zip(problems, samples, checks, verdicts, labels, strict=True)
+        if label < 1
     ]
-    shown = meta.generate([meta_prompt(p.prompt, s, reference_analysis(p, s)) for p, s, _, _ in rejectable])
-    followed = Counter(own_check(out, s, c, v) for (_, s, c, v), out in zip(rejectable, shown, strict=True))
+    faithful_shown = meta.generate(
+        [meta_prompt(p.prompt, s, reference_analysis(p, s)) for p, s, _, _ in rejectable]
+    )
+    followed = Counter(
+        own_check(out, s, c, v) for (_, s, c, v), out in zip(rejectable, faithful_shown, strict=True)
+    )
     print(
         f"the {len(rejectable)} analyses to reject, the faithful one shown instead (audited: the verifier's):"
     )
@@ -207,9 +213,9 @@ def main() -> None:
     for times, n in sorted(Counter(located[i] for i in range(len(rejectable))).items()):
         print(f"  {times}: {n}")
     # A judge trained apart (another run) as the auditor of the same analyses.
-    labels = [meta_label(p, v, c) for p, c, v in zip(problems, checks, verdicts, strict=True)]
     for run in args.auditor:
-        other, other_toks, _ = load_bundle(run / "checkpoints" / "latest")
+        other, other_toks, other_state = load_bundle(run / "checkpoints" / "latest")
+        require_format(other_state["judge_format"]["format_version"], str(run))
         auditor = MetaVerifier(LMWorker(other["judge"], other_toks["judge"]), budget)
         right = [
             ok and score == label
