@@ -2,7 +2,8 @@
 
 1. generator cold start: SFT on demonstrations (selfverify.coldstart);
 2. verifier and meta-verifier cold start: one judge model (by default a copy of the cold-started
-   generator; ``loop.judge_model`` names another, ``loop.meta_model`` a meta-verifier of its own) is
+   generator; ``loop.judge_model`` names another, ``loop.meta_model`` a meta-verifier of its own;
+   ``loop.meta_apart`` makes the meta-verifier a second whole judge, trained on a draw of its own) is
    fine-tuned on a labelled pool of the generator's own samples (ground truth supplies the analyses
    and the meta labels: this pool is the seed data a human would label), joined by the labelled
    solutions of ``loop.judge_seed``;
@@ -199,8 +200,9 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         # larger instruct model); so may the meta-verifier be.
         copied = ckpt / "latest" / "generator" if lc.judge_model.path is None else None
         workers["judge"] = backend.spawn("judge", specs["judge"], cfg.seed, path=copied)
-        if lc.meta_model.path is not None:
-            workers["meta"] = backend.spawn("meta", specs["meta"], cfg.seed)
+        if lc.meta_model.path is not None or lc.meta_apart:
+            start_meta = copied if lc.meta_model.path is None else None
+            workers["meta"] = backend.spawn("meta", specs["meta"], cfg.seed, path=start_meta)
     # By default one judge model is both the verifier (prompts ending ``#V``) and the meta-verifier
     # (``#M``), as in DeepSeekMath-V2, whose final verifier also meta-verifies: checking an analysis
     # needs the same skill as writing one, and one model trains once.
@@ -235,7 +237,8 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
                 out.append(meta_item(world, it.problem, it.steps, analysis))
         return out
 
-    # Who learns from which examples: one judge learns both kinds; a meta-verifier of its own, "meta".
+    # Who learns from which examples: one judge learns both kinds; a meta-verifier of its own, "meta"
+    # (loop.meta_apart: each judge learns both kinds, from a draw of its own).
     trainees: dict[str, LMJudge] = {"judge_sft": verifier} | (
         {"meta_sft": meta} if meta_name == "meta" else {}
     )
@@ -250,14 +253,18 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
             warmup = min(JUDGE_SFT_MAX_WARMUP, steps // JUDGE_SFT_WARMUP_DIVISOR)
             judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps)
         rng = random.Random(f"{cfg.seed}-judge_sft-{state['round']}" + (f"-from-{first}" if first else ""))
+        apart_rng = random.Random(f"{cfg.seed}-apart-{state['round']}-{first}")
         desc = f"round {state['round']}: judge_sft" if state["phase"] != "judges" else "cold start: judge_sft"
         for step in tqdm(range(first, first + steps), desc=desc, disable=not progress):
-            examples = batches(step, rng)
+            if lc.meta_apart:
+                draws = {"judge_sft": batches(step, rng), "meta_sft": batches(step, apart_rng)}
+            else:  # one draw, shared out by kind
+                examples = batches(step, rng)
+                draws = {phase: [ex for ex in examples if learns[ex[0]] == phase] for phase in trainees}
             for phase, judge in trainees.items():
-                part = [(p, t) for kind, p, t in examples if learns[kind] == phase]
-                if not part:
+                if not draws[phase]:
                     continue
-                prompts, targets = zip(*part, strict=True)
+                _, prompts, targets = zip(*draws[phase], strict=True)
                 m = judge.lm.sft_step(list(prompts), list(targets))
                 tracker.log(phase, step + 1, m | {"round": float(state["round"])})
         for judge in trainees.values():

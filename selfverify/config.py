@@ -152,6 +152,11 @@ class RoundsConfig:
     judge_model: ModelSpec = field(default_factory=ModelSpec)
     # The meta-verifier's own model; path unset: the judge model meta-verifies too (DeepSeekMath-V2).
     meta_model: ModelSpec = field(default_factory=ModelSpec)
+    # The meta-verifier a second whole judge: its own copy of the judge's start (or loop.meta_model), trained
+    # on its own draw of the whole judge mix, verifier and meta examples alike, so that its check of a step
+    # is not the verifier's own check run twice (docs/RESULTS.md, "The meta-verifier as an auditor").
+    # It catches more unfaithful analyses and doubles the judge cold start.
+    meta_apart: bool = False
     # A ProcessBench-format file ({"problem", "steps", "label"} per line): labelled solutions that join
     # the judge's cold-start pool beside the generator's own rule-labelled samples.
     judge_seed: str | None = None

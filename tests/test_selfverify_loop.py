@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from pipelines.selfverify_data import misjudgement
@@ -148,3 +149,27 @@ def test_a_judge_below_its_check_goes_on_training(tmp_path, tiny_overrides, tiny
     cold_start = [r["step"] for r in metrics if r["phase"] == "judge_sft" and r["round"] == 0]
     assert cold_start == [1, 2, 3, 4, 5]  # 3 steps, then 2 more
     assert summary["judge_sft_extends"] == 1
+
+
+def test_a_meta_verifier_apart_is_a_whole_judge_of_its_own(tmp_path, tiny_overrides, tiny_loop, kill_midway):
+    """loop.meta_apart: the meta-verifier is a second model, trained in every judge SFT step beside the
+    verifier and then by meta RL; it is saved with the run, and a killed run resumes to the same result."""
+    overrides = [*tiny_overrides, *tiny_loop, "loop.meta_apart=true", "loop.judge_val_f1=1.0"]
+    summary = _run(tmp_path / "whole", overrides)
+    assert [r["round"] for r in summary["rounds"]] == [0, 1]
+    metrics = read_metrics(tmp_path / "whole")
+    steps = {
+        phase: [(r["round"], r["step"]) for r in metrics if r["phase"] == phase]
+        for phase in ("judge_sft", "meta_sft")
+    }
+    # The cold start's 3 steps and its extension's 2, for each judge.
+    assert steps["judge_sft"] == steps["meta_sft"] == [(0.0, step) for step in range(1, 6)]
+    assert [r["step"] for r in metrics if r["phase"] == "meta_rl"] == [1, 2, 3, 4]
+    latest = tmp_path / "whole" / "checkpoints" / "latest"
+    judge, meta = (load_file(latest / role / "model.safetensors") for role in ("judge", "meta"))
+    assert judge.keys() == meta.keys() and any(not torch.equal(judge[k], meta[k]) for k in judge)
+    run = tmp_path / "killed"
+    kill_midway(run, overrides, lambda m: any(r["phase"] == "rl" for r in m))
+    assert not (run / "summary.json").exists()
+    _run(run, overrides)
+    assert read_metrics(run) == metrics
