@@ -1,11 +1,12 @@
 """Show how a loop run's judge works: ProcessBench metrics of its greedy analyses of held-out generator
 samples (and its verdict on the problems' reference solutions), what it wrote at each truly wrong
 sample's earliest error, how often it located each kind of error, how often it locates a synthetic slip
-by how far the slip is off, its meta-verifications of the analyses and (true meta label, verdict, what
-its own check names) counts, and, for the analyses it should reject, whether its own check follows the
-analysis shown (the faithful one shown instead) and how often the verifier, resampled, locates the
-error, and how judges of other runs (``--auditor``) audit the same analyses (docs/RESULTS.md,
-"Self-verification loop" and "The meta-verifier as an auditor")::
+by how far the slip is off, the run's meta-verifications of the analyses (by the judge, or by a
+meta-verifier of its own) and (true meta label, verdict, what its own check names) counts, and, for the
+analyses it should reject, whether its own check follows the analysis shown (the faithful one shown
+instead) and how often the verifier, resampled, locates the error, and how the meta-verifiers of other
+runs (``--auditor``) audit the same analyses (docs/RESULTS.md, "Self-verification loop" and "The
+meta-verifier as an auditor")::
 
     python scripts/inspect_judge.py runs/sv3/d1 --n 64 --show 6
 """
@@ -109,7 +110,7 @@ def main() -> None:
         type=Path,
         nargs="*",
         default=[],
-        help="other runs whose judges meta-verify the same analyses",
+        help="other runs whose meta-verifiers audit the same analyses",
     )
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -121,7 +122,9 @@ def main() -> None:
     generator, judge = models["generator"], models["judge"]
     budget = cfg.loop.judge_max_new_tokens
     lm = LMWorker(judge, tok)
-    verifier, meta = GenerativeVerifier(lm, budget), MetaVerifier(lm, budget)
+    # A run with a meta-verifier of its own (loop.meta_model, loop.meta_apart) audits with it.
+    meta_lm = LMWorker(models["meta"], toks["meta"]) if "meta" in models else lm
+    verifier, meta = GenerativeVerifier(lm, budget), MetaVerifier(meta_lm, budget)
     problems = heldout_split(cfg.task, cfg.task.n_heldout, cfg.seed)[: args.n]
     texts = sample_texts(
         generator,
@@ -216,14 +219,15 @@ def main() -> None:
     for run in args.auditor:
         other, other_toks, other_state = load_bundle(run / "checkpoints" / "latest")
         require_format(other_state["judge_format"]["format_version"], str(run))
-        auditor = MetaVerifier(LMWorker(other["judge"], other_toks["judge"]), budget)
+        role = "meta" if "meta" in other else "judge"
+        auditor = MetaVerifier(LMWorker(other[role], other_toks[role]), budget)
         right = [
             ok and score == label
             for (score, ok), label in zip(map(parse_meta, auditor.generate(prompts)), labels, strict=True)
         ]
         faithful = [r for r, label in zip(right, labels, strict=True) if label == 1.0]
         caught = [r for r, label in zip(right, labels, strict=True) if label < 1.0]
-        print(f"{run}'s judge as the auditor: faithful analyses confirmed {sum(faithful)}/{len(faithful)},")
+        print(f"{run}'s {role} as the auditor: faithful analyses confirmed {sum(faithful)}/{len(faithful)},")
         print(f"  unfaithful caught {sum(caught)}/{len(caught)}")
 
 
