@@ -315,12 +315,24 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         items += rng.sample(pool, min(len(pool), size - n_syn))
         return judge_examples(items, rng)
 
+    # loop.meta_apart: the meta-verifier's check of a step is its own, so it is held to the same bar
+    # (a second judge can pass its cold start without learning to compare a step, as a first one can).
+    checked = {"": verifier} | (
+        {"meta_": GenerativeVerifier(meta.lm, fmt=world.meta_fmt, **judge_kw)} if lc.meta_apart else {}
+    )
+
     def judge_check(extends: int, problems: list[Problem], samples: list[tuple[str, ...]]) -> float:
         """The verifier's F1 on the check's samples (where they hold one kind of sample only, right or
-        wrong, its accuracy on that kind), logged as ``judge_val``."""
-        pb = verifier_metrics(world, verifier, problems, samples)[-1]
-        tracker.log("judge_val", extends, {k: pb[k] for k in JUDGE_CHECK_FIGURES})
-        return next(pb[k] for k in JUDGE_CHECK_FIGURES if pb[k] is not None)
+        wrong, its accuracy on that kind), logged as ``judge_val``; with a meta-verifier apart, the
+        lower of its figure (as a verifier, logged with ``meta_``) and the verifier's."""
+        row: dict[str, float | None] = {}
+        for prefix, judge in checked.items():
+            pb = verifier_metrics(world, judge, problems, samples)[-1]
+            row |= {prefix + k: pb[k] for k in JUDGE_CHECK_FIGURES}
+        tracker.log("judge_val", extends, row)
+        return min(
+            next(row[pre + k] for k in JUDGE_CHECK_FIGURES if row[pre + k] is not None) for pre in checked
+        )
 
     if state["phase"] == "judges":
         judge_sft(cold_start_batch, lc.judge_sft_steps, lc.judge_sft_lr)

@@ -97,6 +97,31 @@ def own_check(output: str, steps: tuple[str, ...], check: StepCheck, verdict: Ve
     )
 
 
+def blind_verdicts(
+    auditor: GenerativeVerifier,
+    problems: list[Problem],
+    samples: list[tuple[str, ...]],
+    verdicts: list[Verdict],
+) -> list[float]:
+    """An auditor's check made blind: its own analysis of each solution, written without seeing the
+    audited one, then compared with it as the meta label compares an analysis with the truth (half for
+    the step named, half for the score)."""
+    own = auditor.analyse([p.prompt for p in problems], samples)
+    return [
+        ((o.earliest_error == v.earliest_error) + (o.score == v.score)) / 2 if v.parsed else 0.0
+        for o, v in zip(own, verdicts, strict=True)
+    ]
+
+
+def audit_line(name: str, verdicts: list[float], labels: list[float]) -> str:
+    """Faithful analyses confirmed and unfaithful ones caught (the verdict equals the meta label)."""
+    right = [v == label for v, label in zip(verdicts, labels, strict=True)]
+    faithful = [r for r, label in zip(right, labels, strict=True) if label == 1.0]
+    caught = [r for r, label in zip(right, labels, strict=True) if label < 1.0]
+    confirmed = f"faithful analyses confirmed {sum(faithful)}/{len(faithful)}"
+    return f"{name}: {confirmed}, unfaithful caught {sum(caught)}/{len(caught)}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a pipeline=selfverify run (checkpoints/latest)")
@@ -202,6 +227,9 @@ def main() -> None:
     )
     for key, n in sorted(followed.items()):
         print(f"  {key}: {n}")
+    if meta_lm is not lm:
+        blind = blind_verdicts(GenerativeVerifier(meta_lm, budget), problems, samples, verdicts)
+        print(audit_line("the meta-verifier's check made blind", blind, labels))
     located: Counter[int] = Counter()
     for k in range(args.resamples):
         again = verifier.analyse(
@@ -220,15 +248,14 @@ def main() -> None:
         other, other_toks, other_state = load_bundle(run / "checkpoints" / "latest")
         require_format(other_state["judge_format"]["format_version"], str(run))
         role = "meta" if "meta" in other else "judge"
-        auditor = MetaVerifier(LMWorker(other[role], other_toks[role]), budget)
-        right = [
-            ok and score == label
-            for (score, ok), label in zip(map(parse_meta, auditor.generate(prompts)), labels, strict=True)
+        other_lm = LMWorker(other[role], other_toks[role])
+        audited = [
+            score if ok else -1.0
+            for score, ok in map(parse_meta, MetaVerifier(other_lm, budget).generate(prompts))
         ]
-        faithful = [r for r, label in zip(right, labels, strict=True) if label == 1.0]
-        caught = [r for r, label in zip(right, labels, strict=True) if label < 1.0]
-        print(f"{run}'s {role} as the auditor: faithful analyses confirmed {sum(faithful)}/{len(faithful)},")
-        print(f"  unfaithful caught {sum(caught)}/{len(caught)}")
+        print(audit_line(f"{run}'s {role} as the auditor", audited, labels))
+        blind = blind_verdicts(GenerativeVerifier(other_lm, budget), problems, samples, verdicts)
+        print(audit_line("  its check made blind", blind, labels))
 
 
 if __name__ == "__main__":

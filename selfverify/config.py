@@ -155,7 +155,8 @@ class RoundsConfig:
     # The meta-verifier a second whole judge: its own copy of the judge's start (or loop.meta_model), trained
     # on its own draw of the whole judge mix, verifier and meta examples alike, so that its check of a step
     # is not the verifier's own check run twice (docs/RESULTS.md, "The meta-verifier as an auditor").
-    # It catches more unfaithful analyses and doubles the judge cold start.
+    # It is held to the cold start's check (judge_val_f1) as a verifier, as the verifier is; it doubles
+    # the judge cold start.
     meta_apart: bool = False
     # A ProcessBench-format file ({"problem", "steps", "label"} per line): labelled solutions that join
     # the judge's cold-start pool beside the generator's own rule-labelled samples.

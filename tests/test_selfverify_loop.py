@@ -165,6 +165,10 @@ def test_a_meta_verifier_apart_is_a_whole_judge_of_its_own(tmp_path, tiny_overri
     # The cold start's 3 steps and its extension's 2, for each judge.
     assert steps["judge_sft"] == steps["meta_sft"] == [(0.0, step) for step in range(1, 6)]
     assert [r["step"] for r in metrics if r["phase"] == "meta_rl"] == [1, 2, 3, 4]
+    # Both judges are held to the cold start's check, the meta-verifier as a verifier.
+    checks = [r for r in metrics if r["phase"] == "judge_val"]
+    assert len(checks) == 2
+    assert all({"f1", "meta_f1", "meta_acc_err", "meta_acc_corr"} <= set(r) for r in checks)
     latest = tmp_path / "whole" / "checkpoints" / "latest"
     judge, meta = (load_file(latest / role / "model.safetensors") for role in ("judge", "meta"))
     assert judge.keys() == meta.keys() and any(not torch.equal(judge[k], meta[k]) for k in judge)
