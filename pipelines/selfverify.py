@@ -3,7 +3,8 @@
 1. generator cold start: SFT on demonstrations (selfverify.coldstart);
 2. verifier and meta-verifier cold start: one judge model (by default a copy of the cold-started
    generator; ``loop.judge_model`` names another, ``loop.meta_model`` a meta-verifier of its own;
-   ``loop.meta_apart`` makes the meta-verifier a second whole judge, trained on a draw of its own) is
+   ``loop.meta_apart`` makes the meta-verifier a second whole judge, trained on a draw of its own, and
+   ``loop.meta_audit=blind`` has it audit by its own unshown analysis of the solution) is
    fine-tuned on a labelled pool of the generator's own samples (ground truth supplies the analyses
    and the meta labels: this pool is the seed data a human would label), joined by the labelled
    solutions of ``loop.judge_seed``;
@@ -84,6 +85,7 @@ from verifiers.generative import (
     MetaVerifier,
     make_format,
     require_version,
+    verdict_agreement,
 )
 
 # A judge SFT phase warms up over its first fifth, at most 20 steps.
@@ -216,7 +218,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
     fmt = world.fmt
     judge_kw = {"max_new_tokens": lc.judge_max_new_tokens, "batch_size": lc.judge_batch_size}
     verifier = GenerativeVerifier(workers["judge"], fmt=fmt, **judge_kw)
-    meta = MetaVerifier(workers[meta_name], fmt=world.meta_fmt, **judge_kw)
+    meta = MetaVerifier(workers[meta_name], fmt=world.meta_fmt, blind=lc.meta_audit == "blind", **judge_kw)
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
     pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
@@ -258,6 +260,8 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         for step in tqdm(range(first, first + steps), desc=desc, disable=not progress):
             if lc.meta_apart:
                 draws = {"judge_sft": batches(step, rng), "meta_sft": batches(step, apart_rng)}
+                if meta.blind:  # it audits with its own analysis alone: it learns the verifier's examples
+                    draws["meta_sft"] = [ex for ex in draws["meta_sft"] if ex[0] == "verifier"]
             else:  # one draw, shared out by kind
                 examples = batches(step, rng)
                 draws = {phase: [ex for ex in examples if learns[ex[0]] == phase] for phase in trainees}
@@ -368,6 +372,18 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         rewards = [meta_verifier_reward(ok, s, it.label) for it, (s, ok) in zip(items, judged, strict=True)]
         return Scored(torch.tensor(rewards), torch.tensor([r == 1.0 for r in rewards]))
 
+    def own_check_reward_fn(items: list[Labelled], rollout: Rollout) -> Scored:
+        """A blind meta-verifier's RL reward: its own analysis agrees with the label's (the step it names,
+        its score), as an analysis it audits must agree with its own."""
+        rewards = [
+            verdict_agreement(
+                world.meta_fmt.parse_analysis(it.analysis, len(it.steps)),
+                world.meta_fmt.parse_analysis(t, len(it.steps)),
+            )
+            for it, t in zip(items, rollout.texts, strict=True)
+        ]
+        return Scored(torch.tensor(rewards), torch.tensor([r == 1.0 for r in rewards]))
+
     def generator_reward_fn(problems: list[Problem], rollout: Rollout) -> Scored:
         mode = cfg.reward.mode
         solutions = [task.split_steps(solution_part(cfg, world, t)) for t in rollout.texts]
@@ -456,11 +472,17 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
 
                 judge_sft(auto_batch, lc.auto_sft_steps, lc.auto_sft_lr)
             judge_rl(verifier, data, verifier_reward_fn, lc.verifier_rl_steps, "verifier")
-            # Meta RL items: analyses of only as many pool samples as the steps consume.
-            need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // META_ITEMS_PER_SAMPLE)
-            subset = random.Random(f"{cfg.seed}-meta-{r}").sample(pool, min(len(pool), need))
-            meta_data = meta_items(subset, seed=derive_seed(cfg.seed, "meta_items", r))
-            judge_rl(meta, meta_data, meta_reward_fn, lc.meta_rl_steps, "meta")
+            if meta.blind:  # its RL trains the analysis it audits with, on the verifier's data
+                own_data = [
+                    dataclasses.replace(it, prompt=world.meta_fmt.verifier_prompt(it.problem.text, it.steps))
+                    for it in data
+                ]
+                judge_rl(meta, own_data, own_check_reward_fn, lc.meta_rl_steps, "meta")
+            else:  # meta RL items: analyses of only as many pool samples as the steps consume
+                need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // META_ITEMS_PER_SAMPLE)
+                subset = random.Random(f"{cfg.seed}-meta-{r}").sample(pool, min(len(pool), need))
+                meta_data = meta_items(subset, seed=derive_seed(cfg.seed, "meta_items", r))
+                judge_rl(meta, meta_data, meta_reward_fn, lc.meta_rl_steps, "meta")
             save("generator", step=0)
         if state["phase"] == "generator":
             rl = dataclasses.replace(cfg.rl, max_new_tokens=generator_tokens(cfg))

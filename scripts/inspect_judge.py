@@ -98,19 +98,17 @@ def own_check(output: str, steps: tuple[str, ...], check: StepCheck, verdict: Ve
 
 
 def blind_verdicts(
-    auditor: GenerativeVerifier,
+    auditor: LMWorker,
+    budget: int,
     problems: list[Problem],
     samples: list[tuple[str, ...]],
     verdicts: list[Verdict],
 ) -> list[float]:
-    """An auditor's check made blind: its own analysis of each solution, written without seeing the
-    audited one, then compared with it as the meta label compares an analysis with the truth (half for
-    the step named, half for the score)."""
-    own = auditor.analyse([p.prompt for p in problems], samples)
-    return [
-        ((o.earliest_error == v.earliest_error) + (o.score == v.score)) / 2 if v.parsed else 0.0
-        for o, v in zip(own, verdicts, strict=True)
-    ]
+    """An auditor's check made blind (``loop.meta_audit=blind``): its own analysis of each solution,
+    written without seeing the audited one, then compared with it (``verdict_agreement``)."""
+    blind = MetaVerifier(auditor, budget, blind=True)
+    judged = blind.meta_verify([p.prompt for p in problems], samples, [v.analysis for v in verdicts])
+    return [score for score, _ in judged]
 
 
 def audit_line(name: str, verdicts: list[float], labels: list[float]) -> str:
@@ -228,7 +226,7 @@ def main() -> None:
     for key, n in sorted(followed.items()):
         print(f"  {key}: {n}")
     if meta_lm is not lm:
-        blind = blind_verdicts(GenerativeVerifier(meta_lm, budget), problems, samples, verdicts)
+        blind = blind_verdicts(meta_lm, budget, problems, samples, verdicts)
         print(audit_line("the meta-verifier's check made blind", blind, labels))
     located: Counter[int] = Counter()
     for k in range(args.resamples):
@@ -254,7 +252,7 @@ def main() -> None:
             for score, ok in map(parse_meta, MetaVerifier(other_lm, budget).generate(prompts))
         ]
         print(audit_line(f"{run}'s {role} as the auditor", audited, labels))
-        blind = blind_verdicts(GenerativeVerifier(other_lm, budget), problems, samples, verdicts)
+        blind = blind_verdicts(other_lm, budget, problems, samples, verdicts)
         print(audit_line("  its check made blind", blind, labels))
 
 

@@ -158,6 +158,11 @@ class RoundsConfig:
     # It is held to the cold start's check (judge_val_f1) as a verifier, as the verifier is; it doubles
     # the judge cold start.
     meta_apart: bool = False
+    # How the meta-verifier audits an analysis: prompted (shown its verdict, DeepSeekMath-V2) or blind (it
+    # analyses the solution itself, unshown, and the analysis scores by agreeing with its own; it then
+    # learns the verifier's examples alone, and its RL rewards its own analysis agreeing with the labels).
+    # Blind needs loop.meta_apart: the verifier's own model would confirm every analysis it writes greedily.
+    meta_audit: str = "prompted"
     # A ProcessBench-format file ({"problem", "steps", "label"} per line): labelled solutions that join
     # the judge's cold-start pool beside the generator's own rule-labelled samples.
     judge_seed: str | None = None
@@ -398,6 +403,7 @@ def check_choices(cfg: Config) -> None:
         "reward.mode": (cfg.reward.mode, REWARD_MODES),
         "loop.labels": (cfg.loop.labels, ("auto", "truth")),
         "loop.judge_format": (cfg.loop.judge_format, (None, *FORMATS)),
+        "loop.meta_audit": (cfg.loop.meta_audit, ("prompted", "blind")),
         "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
         "backend.name": (cfg.backend.name, ("local", "ray")),
         "backend.placement": (cfg.backend.placement, ("pack", "spread")),
@@ -435,6 +441,11 @@ def check_choices(cfg: Config) -> None:
         raise ConfigError(
             f"config key 'loop.judge_seed': seed data is read for task=gsm8k or task=math, not "
             f"{cfg.task.name!r} (whose own samples the rule labels exactly)"
+        )
+    if cfg.loop.meta_audit == "blind" and not cfg.loop.meta_apart:
+        raise ConfigError(
+            "config key 'loop.meta_audit': 'blind' needs loop.meta_apart=true, a meta-verifier trained as a "
+            "judge of its own (auditing blind, the verifier's own model confirms each analysis it writes)"
         )
     if cfg.rl.dual_clip_c is not None and cfg.rl.dual_clip_c <= 1:
         raise ConfigError(f"config key 'rl.dual_clip_c': {cfg.rl.dual_clip_c!r} must be > 1 (or null: off)")

@@ -105,6 +105,7 @@ def test_selfverify_pipeline_takes_verifier_reward_modes():
         ("rl.kl_kind=k4", "rl.kl_kind", "k3"),
         ("pipeline=sv", "pipeline", "selfverify"),
         ("wandb.mode=cloud", "wandb.mode", "offline"),
+        ("loop.meta_audit=unshown", "loop.meta_audit", "blind"),
     ],
 )
 def test_every_choice_is_checked_with_the_allowed_values(override, key, allowed):
@@ -123,6 +124,8 @@ def test_every_choice_is_checked_with_the_allowed_values(override, key, allowed)
         # The default loop rewards steps: an estimator without a process form would be replaced silently.
         (["objective=rloo"], "rl.advantage"),
         (["rl.advantage=drgrpo", "reward.mode=mix"], "rl.advantage"),
+        # Auditing blind, the verifier's own model would confirm each analysis it writes.
+        (["loop.meta_audit=blind"], "loop.meta_audit"),
     ],
 )
 def test_values_that_cannot_run_are_refused(overrides, key):

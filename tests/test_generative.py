@@ -16,6 +16,7 @@ from selfverify.workers import LMWorker
 from verifiers.base import Verdict, VerifyInput
 from verifiers.generative import (
     GenerativeVerifier,
+    MetaVerifier,
     ScaledLabel,
     analysis_text,
     claimed_result,
@@ -32,6 +33,7 @@ from verifiers.generative import (
     split_self_evaluation,
     true_score,
     unfaithful_analysis,
+    verdict_agreement,
     verifier_prompt,
 )
 from verifiers.registry import load_verifier
@@ -237,6 +239,51 @@ def test_meta_label() -> None:
     correct = check_solution(PROBLEM, "\n".join(REFERENCE))
     unparsed_but_right = Verdict([1.0] * 3, -1, 1.0, "", parsed=False)
     assert meta_label(PROBLEM, unparsed_but_right, correct) == 0.0
+
+
+def test_verdict_agreement_scores_as_the_meta_label_does() -> None:
+    own = parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0", 3)  # wrong at step 1, score 0
+    assert verdict_agreement(own, own) == 1.0
+    assert verdict_agreement(own, parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0.5", 3)) == 0.5  # step
+    assert verdict_agreement(own, parse_analysis("5-7=-2 -2 -\nS:0", 3)) == 0.5  # score
+    assert verdict_agreement(own, parse_analysis("5-7=-2 -2 -\nS:1", 3)) == 0.0
+    unparsed = parse_analysis("5-7=-2 -2 +\n-2-6=-8 -9 -", 3)  # no score line
+    assert verdict_agreement(own, unparsed) == verdict_agreement(unparsed, own) == 0.0
+    assert verdict_agreement(unparsed, parse_analysis("5-7=-2 -2 -\nS:0", 3)) == 0.0  # its step and score
+    # Scored against the truth, an analysis agreeing with the faithful one gets its meta label.
+    check = check_solution(PROBLEM, "5-7=-2\n-2-6=-9\nA:-9")
+    faithful = parse_analysis(reference_analysis(PROBLEM, ["5-7=-2", "-2-6=-9", "A:-9"]), 3)
+    for text in ("5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0.5", "5-7=-2 -2 -\nS:1", "S:1"):
+        audited = parse_analysis(text, 3)
+        assert verdict_agreement(faithful, audited) == meta_label(PROBLEM, audited, check)
+
+
+def test_a_blind_meta_verifier_scores_an_analysis_by_its_own(tmp_path: Path) -> None:
+    """Auditing blind, a real (tiny, overfitted) model writes its own analysis from the verifier's prompt,
+    never shown the analysis it audits, and scores that analysis by agreement with its own."""
+    tok = build_char_tokenizer()
+    lm = LMWorker(build_model(SPEC, tok, 0), tok)
+    steps = ["5-7=-2", "-2-6=-9", "A:-9"]
+    faithful = reference_analysis(PROBLEM, steps)
+    lm.start_sft(1e-2, warmup_steps=0, total_steps=150)
+    for _ in range(150):  # it learns to write the faithful analysis of this one solution
+        lm.sft_step([verifier_prompt("Q:5-7-6\n", steps)], [faithful])
+    lm.end_training()
+    blind = MetaVerifier(lm, max_new_tokens=40, blind=True)
+    own = blind.analyse(["5-7-6"], [steps])[0]
+    assert own.parsed and own.analysis.strip() == faithful
+    audited = {
+        "5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0": 1.0,  # the faithful analysis
+        "5-7=-2 -2 +\n-2-6=-8 -9 -\nS:0.5": 0.5,  # the step right, the score not
+        "5-7=-2 -2 -\nS:0": 0.5,  # the score right, the step not
+        "5-7=-2 -2 +\n-2-6=-8 -9 +\nA:-8 -9 +\nS:1": 0.0,  # passes the slip
+        "not an analysis": 0.0,
+    }
+    judged = blind.meta_verify(["5-7-6"] * len(audited), [steps] * len(audited), list(audited))
+    assert judged == [(score, True) for score in audited.values()]
+    # Prompted, the same model is shown each analysis's verdict: another prompt, and it never learnt it.
+    prompted = MetaVerifier(lm, max_new_tokens=40).meta_verify(["5-7-6"], [steps], [faithful])
+    assert prompted != [(1.0, True)]
 
 
 def test_parse_and_format_meta() -> None:

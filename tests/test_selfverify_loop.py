@@ -177,3 +177,20 @@ def test_a_meta_verifier_apart_is_a_whole_judge_of_its_own(tmp_path, tiny_overri
     assert not (run / "summary.json").exists()
     _run(run, overrides)
     assert read_metrics(run) == metrics
+
+
+def test_a_blind_meta_verifier_is_trained_on_its_own_analyses(tmp_path, tiny_overrides, tiny_loop):
+    """loop.meta_audit=blind: the meta-verifier apart trains at every judge SFT step and by RL on the
+    verifier's prompts (its reward: agreeing with the labels), and each round reports its audit."""
+    overrides = [*tiny_overrides, *tiny_loop, "loop.meta_apart=true", "loop.meta_audit=blind"]
+    summary = _run(tmp_path / "run", [*overrides, "loop.judge_val_f1=1.0"])
+    metrics = read_metrics(tmp_path / "run")
+    sft = {phase: [r["step"] for r in metrics if r["phase"] == phase] for phase in ("judge_sft", "meta_sft")}
+    assert sft["judge_sft"] == sft["meta_sft"] == [1, 2, 3, 4, 5]  # the cold start and its extension
+    meta_rl = [r for r in metrics if r["phase"] == "meta_rl"]
+    assert meta_rl and all(0.0 <= r["reward"] <= 1.0 for r in meta_rl)
+    for r in summary["rounds"]:
+        assert set(r) >= ROUND_KEYS and 0.0 <= r["meta_parse_rate"] <= 1.0
+    latest = tmp_path / "run" / "checkpoints" / "latest"
+    judge, meta = (load_file(latest / role / "model.safetensors") for role in ("judge", "meta"))
+    assert any(not torch.equal(judge[k], meta[k]) for k in judge)

@@ -225,6 +225,15 @@ def meta_label(problem: Problem, analysis: Verdict, check: StepCheck) -> float:
     return right / 2
 
 
+def verdict_agreement(own: Verdict, audited: Verdict) -> float:
+    """A blind audit's score: how far the audited analysis agrees with the auditor's own analysis of the
+    same solution, scored as :func:`meta_label` scores it against the truth (half for the step it names,
+    half for its score); 0 when either does not parse, as an unparsable meta-verification scores 0."""
+    if not (own.parsed and audited.parsed):
+        return 0.0
+    return ((own.earliest_error == audited.earliest_error) + (own.score == audited.score)) / 2
+
+
 def parse_meta(text: str) -> tuple[float, bool]:
     """Meta-verifier output (its own analysis, then ``M:<score>``) -> (score, parsed); output that is
     not in that form scores 0, unparsed."""
@@ -384,13 +393,6 @@ class LMJudge:
             seed=seed,
         )
 
-
-class GenerativeVerifier(LMJudge):
-    """The verifier interface over an LM that writes analyses in its judge format."""
-
-    name = "generative"
-    kind = "generative"
-
     def analyse(
         self,
         problem_texts: Sequence[str],
@@ -399,10 +401,18 @@ class GenerativeVerifier(LMJudge):
         greedy: bool = True,
         seed: int | None = None,
     ) -> list[Verdict]:
-        """One analysis of each solution (``Verdict.analysis`` holds the text as written)."""
+        """One analysis of each solution, prompted as the verifier is (``Verdict.analysis`` holds the
+        text as written)."""
         prompts = [self.fmt.verifier_prompt(q, s) for q, s in zip(problem_texts, steps, strict=True)]
         texts = self.generate(prompts, greedy=greedy, seed=seed)
         return [self.fmt.parse_analysis(t, len(s)) for t, s in zip(texts, steps, strict=True)]
+
+
+class GenerativeVerifier(LMJudge):
+    """The verifier interface over an LM that writes analyses in its judge format."""
+
+    name = "generative"
+    kind = "generative"
 
     def verify_batch(self, items: Sequence[VerifyInput]) -> list[Verdict]:
         return self.analyse([it.problem for it in items], [it.steps for it in items])
@@ -439,8 +449,15 @@ class GenerativeVerifier(LMJudge):
         return cls(lm, fmt=fmt, **kwargs)
 
 
+@dataclass
 class MetaVerifier(LMJudge):
-    """Scores whether an analysis of a solution is faithful, in its judge format."""
+    """Scores whether an analysis of a solution is faithful, in its judge format: prompted with the
+    analysis (its meta-verifier prompt), or ``blind``: it analyses the solution itself, as a verifier,
+    without seeing the analysis, which is then scored by :func:`verdict_agreement` with its own. A blind
+    auditor that is the verifier's own model would confirm every analysis that model writes greedily;
+    it needs a model of its own (``loop.meta_audit``)."""
+
+    blind: bool = False
 
     def judge(
         self,
@@ -462,7 +479,12 @@ class MetaVerifier(LMJudge):
         greedy: bool = True,
         seed: int | None = None,
     ) -> list[tuple[float, bool]]:
-        """(meta score, parsed) of each analysis of a solution, prompted in this judge's format."""
+        """(meta score, parsed) of each analysis of a solution, prompted in this judge's format (blind:
+        parsed is whether its own analysis parses)."""
+        if self.blind:
+            own = self.analyse(problem_texts, steps, greedy=greedy, seed=seed)
+            audited = [self.fmt.parse_analysis(a, len(s)) for a, s in zip(analyses, steps, strict=True)]
+            return [(verdict_agreement(o, a), o.parsed) for o, a in zip(own, audited, strict=True)]
         prompts = [
             self.fmt.meta_prompt(q, s, a) for q, s, a in zip(problem_texts, steps, analyses, strict=True)
         ]
