@@ -260,8 +260,6 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         for step in tqdm(range(first, first + steps), desc=desc, disable=not progress):
             if lc.meta_apart:
                 draws = {"judge_sft": batches(step, rng), "meta_sft": batches(step, apart_rng)}
-                if meta.blind:  # it audits with its own analysis alone: it learns the verifier's examples
-                    draws["meta_sft"] = [ex for ex in draws["meta_sft"] if ex[0] == "verifier"]
             else:  # one draw, shared out by kind
                 examples = batches(step, rng)
                 draws = {phase: [ex for ex in examples if learns[ex[0]] == phase] for phase in trainees}

@@ -159,9 +159,9 @@ class RoundsConfig:
     # the judge cold start.
     meta_apart: bool = False
     # How the meta-verifier audits an analysis: prompted (shown its verdict, DeepSeekMath-V2) or blind (it
-    # analyses the solution itself, unshown, and the analysis scores by agreeing with its own; it then
-    # learns the verifier's examples alone, and its RL rewards its own analysis agreeing with the labels).
-    # Blind needs loop.meta_apart: the verifier's own model would confirm every analysis it writes greedily.
+    # analyses the solution itself, unshown, and the analysis scores by agreeing with its own; its RL then
+    # rewards its own analysis agreeing with the labels). Blind needs loop.meta_apart: the verifier's own
+    # model would confirm every analysis it writes greedily.
     meta_audit: str = "prompted"
     # A ProcessBench-format file ({"problem", "steps", "label"} per line): labelled solutions that join
     # the judge's cold-start pool beside the generator's own rule-labelled samples.
