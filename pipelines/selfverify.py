@@ -9,9 +9,10 @@
    and the meta labels: this pool is the seed data a human would label), joined by the labelled
    solutions of ``loop.judge_seed``;
 3. rounds, each: verifier training (round > 0: SFT on the previous round's auto-labels, then RL
-   with R_format·R_score·R_meta) and meta-verifier RL (R_format·R_score) -> generator RL against
-   the current verifier (``reward.mode``) -> scaled verification of fresh generator samples into
-   auto-labels for the next round -> evaluation against ground truth (logged, never trained on).
+   with R_format·R_score·R_meta) and meta-verifier RL (R_format·R_score; blind: its own analysis's
+   agreement with the labelled one) -> generator RL against the current verifier (``reward.mode``)
+   -> scaled verification of fresh generator samples into auto-labels for the next round ->
+   evaluation against ground truth (logged, never trained on).
 
 With ``loop.labels=auto`` no ground truth reaches training after the cold-start pool: the verifier's
 later data and its RL labels are auto-labels. ``loop.labels=truth`` uses ground-truth labels for the

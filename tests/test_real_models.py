@@ -124,8 +124,15 @@ def run_recipe(tmp_path: Path, recipe: str, overrides: list[str]) -> dict:
     return json.loads((run / "summary.json").read_text())
 
 
-def test_the_smollm2_loop_recipe_completes_on_a_random_init_smollm2(tmp_path: Path, llama_dir: Path) -> None:
-    summary = run_recipe(tmp_path, "smollm2_nl.yaml", [f"model.path={llama_dir}", *TINY_LOOP])
+BLIND = ["loop.meta_apart=true", "loop.meta_audit=blind"]
+
+
+@pytest.mark.parametrize("audit", [[], BLIND], ids=["one-judge", "blind-meta"])
+def test_the_smollm2_loop_recipe_completes_on_a_random_init_smollm2(
+    tmp_path: Path, llama_dir: Path, audit: list[str]
+) -> None:
+    """The prose judge, and a meta-verifier apart auditing prose analyses blind."""
+    summary = run_recipe(tmp_path, "smollm2_nl.yaml", [f"model.path={llama_dir}", *TINY_LOOP, *audit])
     (round0,) = summary["rounds"]
     assert {"verifier_f1", "meta_accuracy", "auto_label_agreement", "reward_hacking_gap"} <= round0.keys()
     assert 0.0 <= summary["final_accuracy"] <= 1.0 and round0["verifier_parse_rate"] >= 0.0
