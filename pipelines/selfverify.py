@@ -4,7 +4,8 @@
 2. verifier and meta-verifier cold start: one judge model (by default a copy of the cold-started
    generator; ``loop.judge_model`` names another, ``loop.meta_model`` a meta-verifier of its own;
    ``loop.meta_apart`` makes the meta-verifier a second whole judge, trained on a draw of its own, and
-   ``loop.meta_audit=blind`` has it audit by its own unshown analysis of the solution) is
+   ``loop.meta_audit=blind`` has it audit by its own unshown analysis of the solution; ``auto``: blind
+   if it passes the cold start's check, prompted if not) is
    fine-tuned on a labelled pool of the generator's own samples (ground truth supplies the analyses
    and the meta labels: this pool is the seed data a human would label), joined by the labelled
    solutions of ``loop.judge_seed``;
@@ -219,7 +220,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
     fmt = world.fmt
     judge_kw = {"max_new_tokens": lc.judge_max_new_tokens, "batch_size": lc.judge_batch_size}
     verifier = GenerativeVerifier(workers["judge"], fmt=fmt, **judge_kw)
-    meta = MetaVerifier(workers[meta_name], fmt=world.meta_fmt, blind=lc.meta_audit == "blind", **judge_kw)
+    meta = MetaVerifier(workers[meta_name], fmt=world.meta_fmt, **judge_kw)  # how it audits: after its check
     # The labelled seed pool: the cold-started generator's samples, analysed by ground truth.
     pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=exclude)
 
@@ -324,18 +325,21 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
         {"meta_": GenerativeVerifier(meta.lm, fmt=world.meta_fmt, **judge_kw)} if lc.meta_apart else {}
     )
 
-    def judge_check(extends: int, problems: list[Problem], samples: list[tuple[str, ...]]) -> float:
-        """The verifier's F1 on the check's samples (where they hold one kind of sample only, right or
-        wrong, its accuracy on that kind), logged as ``judge_val``; with a meta-verifier apart, the
-        lower of its figure (as a verifier, logged with ``meta_``) and the verifier's."""
+    def judge_check(
+        extends: int, problems: list[Problem], samples: list[tuple[str, ...]]
+    ) -> dict[str, float]:
+        """Per judge checked (prefix "" the verifier, "meta_" a meta-verifier apart, as a verifier): its F1
+        on the check's samples (where they hold one kind of sample only, right or wrong, its accuracy on
+        that kind). The figures are logged as ``judge_val``."""
         row: dict[str, float | None] = {}
         for prefix, judge in checked.items():
             pb = verifier_metrics(world, judge, problems, samples)[-1]
             row |= {prefix + k: pb[k] for k in JUDGE_CHECK_FIGURES}
         tracker.log("judge_val", extends, row)
-        return min(
-            next(row[pre + k] for k in JUDGE_CHECK_FIGURES if row[pre + k] is not None) for pre in checked
-        )
+        return {
+            pre: next(row[pre + k] for k in JUDGE_CHECK_FIGURES if row[pre + k] is not None)
+            for pre in checked
+        }
 
     if state["phase"] == "judges":
         judge_sft(cold_start_batch, lc.judge_sft_steps, lc.judge_sft_lr)
@@ -347,14 +351,22 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
             )
             done = lc.judge_sft_steps
             for extends in range(lc.judge_max_extends + 1):
-                score = judge_check(extends, val, val_samples)
+                checks = judge_check(extends, val, val_samples)
+                score = min(checks.values())
                 figures |= {"judge_val_f1": score, "judge_sft_extends": extends}
                 if score >= lc.judge_val_f1 or extends == lc.judge_max_extends:
                     break
                 lr = lc.judge_sft_lr * JUDGE_EXTEND_LR_FACTOR
                 judge_sft(cold_start_batch, lc.judge_extend_steps, lr, first=done)
                 done += lc.judge_extend_steps
+            if lc.meta_audit == "auto":
+                # A blind audit is as good as the auditor's own check (docs/RESULTS.md, "auditing blind"):
+                # blind where the meta-verifier apart passed the bar, prompted where it did not.
+                figures["meta_audit"] = "blind" if checks["meta_"] >= lc.judge_val_f1 else "prompted"
         save("verifier", round=0)
+    if lc.meta_audit != "auto":
+        figures["meta_audit"] = lc.meta_audit
+    meta.blind = figures.get("meta_audit") == "blind"
 
     # Rewards the judges and the generator are trained with.
     def verifier_reward_fn(items: list[Labelled], rollout: Rollout) -> Scored:

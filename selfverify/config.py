@@ -160,8 +160,9 @@ class RoundsConfig:
     meta_apart: bool = False
     # How the meta-verifier audits an analysis: prompted (shown its verdict, DeepSeekMath-V2) or blind (it
     # analyses the solution itself, unshown, and the analysis scores by agreeing with its own; its RL then
-    # rewards its own analysis agreeing with the labels). Blind needs loop.meta_apart: the verifier's own
-    # model would confirm every analysis it writes greedily.
+    # rewards its own analysis agreeing with the labels), or auto: blind where the meta-verifier apart
+    # passes the cold start's check (judge_val_f1) as a verifier, prompted where it does not. Blind and
+    # auto need loop.meta_apart: the verifier's own model would confirm every analysis it writes greedily.
     meta_audit: str = "prompted"
     # A ProcessBench-format file ({"problem", "steps", "label"} per line): labelled solutions that join
     # the judge's cold-start pool beside the generator's own rule-labelled samples.
@@ -403,7 +404,7 @@ def check_choices(cfg: Config) -> None:
         "reward.mode": (cfg.reward.mode, REWARD_MODES),
         "loop.labels": (cfg.loop.labels, ("auto", "truth")),
         "loop.judge_format": (cfg.loop.judge_format, (None, *FORMATS)),
-        "loop.meta_audit": (cfg.loop.meta_audit, ("prompted", "blind")),
+        "loop.meta_audit": (cfg.loop.meta_audit, ("prompted", "blind", "auto")),
         "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
         "backend.name": (cfg.backend.name, ("local", "ray")),
         "backend.placement": (cfg.backend.placement, ("pack", "spread")),
@@ -442,10 +443,16 @@ def check_choices(cfg: Config) -> None:
             f"config key 'loop.judge_seed': seed data is read for task=gsm8k or task=math, not "
             f"{cfg.task.name!r} (whose own samples the rule labels exactly)"
         )
-    if cfg.loop.meta_audit == "blind" and not cfg.loop.meta_apart:
+    if cfg.loop.meta_audit != "prompted" and not cfg.loop.meta_apart:
         raise ConfigError(
-            "config key 'loop.meta_audit': 'blind' needs loop.meta_apart=true, a meta-verifier trained as a "
-            "judge of its own (auditing blind, the verifier's own model confirms each analysis it writes)"
+            f"config key 'loop.meta_audit': {cfg.loop.meta_audit!r} needs loop.meta_apart=true, a "
+            "meta-verifier trained as a judge of its own (auditing blind, the verifier's own model confirms "
+            "each analysis it writes)"
+        )
+    if cfg.loop.meta_audit == "auto" and cfg.loop.judge_val_f1 is None:
+        raise ConfigError(
+            "config key 'loop.meta_audit': 'auto' needs loop.judge_val_f1, the check whose bar the "
+            "meta-verifier apart must pass to audit blind"
         )
     if cfg.rl.dual_clip_c is not None and cfg.rl.dual_clip_c <= 1:
         raise ConfigError(f"config key 'rl.dual_clip_c': {cfg.rl.dual_clip_c!r} must be > 1 (or null: off)")

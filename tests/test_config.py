@@ -126,6 +126,9 @@ def test_every_choice_is_checked_with_the_allowed_values(override, key, allowed)
         (["rl.advantage=drgrpo", "reward.mode=mix"], "rl.advantage"),
         # Auditing blind, the verifier's own model would confirm each analysis it writes.
         (["loop.meta_audit=blind"], "loop.meta_audit"),
+        (["loop.meta_audit=auto"], "loop.meta_audit"),
+        # Auto decides by the cold start's check: without one it has nothing to decide by.
+        (["loop.meta_apart=true", "loop.meta_audit=auto", "loop.judge_val_f1=null"], "loop.meta_audit"),
     ],
 )
 def test_values_that_cannot_run_are_refused(overrides, key):

@@ -194,3 +194,23 @@ def test_a_blind_meta_verifier_is_trained_on_its_own_analyses(tmp_path, tiny_ove
     latest = tmp_path / "run" / "checkpoints" / "latest"
     judge, meta = (load_file(latest / role / "model.safetensors") for role in ("judge", "meta"))
     assert any(not torch.equal(judge[k], meta[k]) for k in judge)
+
+
+@pytest.mark.parametrize(("bar", "audit"), [("0.0", "blind"), ("1.0", "prompted")])
+def test_auto_audits_blind_only_where_the_meta_verifier_passes_its_check(
+    tmp_path, tiny_overrides, tiny_loop, kill_midway, bar, audit
+):
+    """loop.meta_audit=auto: a meta-verifier apart whose check as a verifier reaches loop.judge_val_f1
+    audits blind, one below it prompted; the run is then exactly that audit's run, and a killed one
+    resumes with the audit it chose."""
+    apart = [*tiny_overrides, *tiny_loop, "loop.meta_apart=true", f"loop.judge_val_f1={bar}"]
+    summary = _run(tmp_path / "auto", [*apart, "loop.meta_audit=auto"])
+    assert summary["meta_audit"] == audit
+    fixed = _run(tmp_path / audit, [*apart, f"loop.meta_audit={audit}"])
+    assert fixed["meta_audit"] == audit and fixed["rounds"] == summary["rounds"]
+    metrics = read_metrics(tmp_path / "auto")
+    assert metrics == read_metrics(tmp_path / audit)
+    run = tmp_path / "killed"
+    kill_midway(run, [*apart, "loop.meta_audit=auto"], lambda m: any(r["phase"] == "rl" for r in m))
+    assert _run(run, [*apart, "loop.meta_audit=auto"])["meta_audit"] == audit
+    assert read_metrics(run) == metrics
