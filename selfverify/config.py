@@ -68,6 +68,10 @@ class RLConfig:
     epochs: int = 1  # passes over each rollout batch
     mini_batches: int = 1  # optimizer steps per pass
     micro_batch_size: int = 64  # gradient accumulation; results don't depend on it
+    # A group's samples share their prompt's forward pass (rollout.response_logits): the same gradient up
+    # to float rounding, at (P + G·T)/(G·(P + T)) of the tokens. It pays where prompts are long against
+    # responses (chat templates, the judge's prompts); the embedded default keeps the plain forward.
+    share_prompts: bool = False
     advantage: str = "grpo"
     policy_loss: str = "ppo_clip"
     clip_low: float = 0.2

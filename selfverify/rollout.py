@@ -8,14 +8,20 @@ left-padded prompts, so logprobs recomputed for training match the sampling dist
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, PreTrainedTokenizerBase
+from transformers import GenerationConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
 from selfverify.algos import logprobs_from_logits
 from selfverify.models import stop_token_ids
+
+# The forward's key/value cache argument and output: ``cache`` in recent transformers, before that
+# ``past_key_values``.
+_FORWARD_ARGS = inspect.signature(LlamaForCausalLM.forward).parameters
+CACHE_ARG = "cache" if "cache" in _FORWARD_ARGS else "past_key_values"
 
 
 @dataclass
@@ -156,32 +162,67 @@ def encode_by_length(
     ]
 
 
-def response_logits(model: torch.nn.Module, batch: Rollout, temperature: float = 1.0) -> torch.Tensor:
+def response_logits(
+    model: torch.nn.Module, batch: Rollout, temperature: float = 1.0, share_prompts: bool = False
+) -> torch.Tensor:
     """Logits [B, T, V] that predict each response token, scaled by the sampling temperature (on the
-    CPU). Only the response block's logits are computed: the prompt's would be [B, P, V] for nothing."""
+    CPU). Only the response block's logits are computed: the prompt's would be [B, P, V] for nothing.
+
+    ``share_prompts``: each distinct prompt of the batch goes through the model once, and its keys and
+    values serve every response to it (a group's G samples), as they do in sampling. The same logits
+    and gradients up to float rounding, for P + G·T tokens a group instead of G·(P + T).
+    """
     device = model.device
+    input_ids = batch.input_ids.to(device)
     attention = batch.attention_mask.to(device)
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
-    t = batch.response_mask.shape[1]
-    logits = model(
-        input_ids=batch.input_ids.to(device),
-        attention_mask=attention,
-        position_ids=position_ids,
-        logits_to_keep=t + 1,
-    ).logits
-    return logits[:, :-1].float().cpu() / temperature
+    p, t = batch.prompt_len, batch.response_mask.shape[1]
+    index = None
+    if share_prompts:
+        prompts = torch.cat([input_ids[:, :p], attention[:, :p]], dim=1)
+        distinct, index = torch.unique(prompts, dim=0, return_inverse=True)
+    if index is None or len(distinct) == len(index):
+        logits = model(
+            input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t + 1
+        ).logits[:, :-1]
+    else:
+        rows = torch.arange(len(index), device=device)
+        first = torch.full_like(distinct[:, 0], len(index)).scatter_reduce(0, index, rows, "amin")
+        prompt = model(
+            input_ids=input_ids[first, :p],
+            attention_mask=attention[first, :p],
+            position_ids=position_ids[first, :p],
+            use_cache=True,
+            logits_to_keep=1,  # the last prompt position predicts the first response token
+        )
+        cache = prompt[CACHE_ARG]
+        cache.reorder_cache(index)  # each response's row of keys and values; gradients flow back
+        responses = model(
+            input_ids=input_ids[:, p:],
+            attention_mask=attention,
+            position_ids=position_ids[:, p:],
+            logits_to_keep=t,
+            **{CACHE_ARG: cache},
+        ).logits
+        logits = torch.cat([prompt.logits[index], responses[:, :-1]], dim=1)
+    return logits.float().cpu() / temperature
 
 
 def response_logprobs(
-    model: torch.nn.Module, batch: Rollout, temperature: float = 1.0, micro_batch_size: int | None = None
+    model: torch.nn.Module,
+    batch: Rollout,
+    temperature: float = 1.0,
+    micro_batch_size: int | None = None,
+    share_prompts: bool = False,
 ) -> torch.Tensor:
     """Log-probs [B, T] of the response tokens. Under ``torch.no_grad`` pass ``micro_batch_size``: rows
-    are then run that many at a time, so a large vocabulary's [B, T, V] logits never exist at once."""
+    are then run that many at a time, so a large vocabulary's [B, T, V] logits never exist at once.
+    ``share_prompts``: as in :func:`response_logits`."""
     rows = len(batch.texts)
     size = micro_batch_size or rows
     return torch.cat(
         [
-            logprobs_from_logits(response_logits(model, part, temperature), part.responses)
+            logprobs_from_logits(response_logits(model, part, temperature, share_prompts), part.responses)
             for part in (batch.select(slice(i, i + size)) for i in range(0, rows, size))
         ]
     )

@@ -97,6 +97,8 @@ def policy_update(
     for _ in range(cfg.epochs):
         order = torch.randperm(n, generator=gen) if cfg.mini_batches > 1 else torch.arange(n)
         for mini in order.chunk(cfg.mini_batches):
+            if cfg.share_prompts:  # a group's rows side by side, so micro-batches share their prompts
+                mini = mini.sort().values
             mask = batch.response_mask[mini]
             counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
             pos_counts = {}
@@ -107,7 +109,7 @@ def policy_update(
             micros = engine.micro_batches(mini, cfg.micro_batch_size)
             for i, (micro, scale) in enumerate(micros):
                 mb = batch.select(micro)
-                logits = response_logits(engine.model, mb, cfg.temperature)
+                logits = response_logits(engine.model, mb, cfg.temperature, cfg.share_prompts)
                 logprob = logprobs_from_logits(logits, mb.responses)
                 pg_loss, stats = loss_fn(
                     logprob,

@@ -310,12 +310,12 @@ class LMWorker:
         (``trainer.on_policy``) π_old is None: the update takes it from its own forward pass, unless a
         KL penalty in the reward needs it first."""
         lr = self._learner()
-        mb = cfg.micro_batch_size
+        args = (rollout, cfg.temperature, cfg.micro_batch_size, cfg.share_prompts)
         with self._precision():
-            ref = None if lr.ref is None else response_logprobs(lr.ref, rollout, cfg.temperature, mb)
+            ref = None if lr.ref is None else response_logprobs(lr.ref, *args)
             old = None
             if not on_policy(cfg) or (ref is not None and cfg.kl_in_reward):
-                old = response_logprobs(lr.policy.module, rollout, cfg.temperature, mb)
+                old = response_logprobs(lr.policy.module, *args)
             values = lr.critic.module(rollout) if lr.critic is not None else None
         return old, ref, values
 

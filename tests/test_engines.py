@@ -4,6 +4,7 @@ are the same Hugging Face directories."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -74,6 +75,25 @@ def test_deepspeed_trains_as_torch_in_one_process(tmp_path: Path, stage: int, of
         ds.generate(PROMPTS, max_new_tokens=8, seed=2).texts
         == local.generate(PROMPTS, max_new_tokens=8, seed=2).texts
     )
+
+
+def test_deepspeed_zero3_trains_on_shared_prompts_as_torch_on_the_plain_forward(tmp_path: Path) -> None:
+    """rl.share_prompts: the prompt's forward pass serves its group's samples under ZeRO-3's gathered
+    weights too; the update equals the torch engine's over the whole sequences."""
+    local, ds = build(TINY_SPEC, seed=0), build(TINY_SPEC, seed=0, train=deepspeed(3))
+    prompts = [p for p in PROMPTS[:3] for _ in range(3)]
+    rollout = local.generate(prompts, max_new_tokens=8, seed=1)
+    advantages = torch.randn(rollout.response_mask.shape, generator=torch.Generator().manual_seed(0))
+    cfg = dataclasses.replace(RL, micro_batch_size=6, kl_coef=0.0, epochs=1)
+    metrics = []
+    for w, share in ((local, False), (ds, True)):
+        w.start_rl(1e-3)
+        args = {"old_logprobs": None, "advantages": advantages, "ref_logprobs": None, "seed": 0}
+        metrics.append(w.update(rollout, cfg=dataclasses.replace(cfg, share_prompts=share), **args))
+        w.save(tmp_path / ("shared" if share else "plain"))
+    plain, shared = metrics
+    assert plain["grad_norm"] > 0 and all(close(plain[k], shared[k]) for k in plain), metrics
+    same_weights(tmp_path / "plain", tmp_path / "shared")
 
 
 def test_deepspeed_resumes_its_optimizer_from_a_checkpoint(tmp_path: Path) -> None:

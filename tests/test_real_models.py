@@ -98,6 +98,28 @@ def test_logprobs_are_micro_batched_and_equal_a_full_forward(llama_dir: Path) ->
     assert torch.allclose(whole[mask], by_hand[mask], atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_a_group_shares_its_prompts_forward_pass_with_the_same_logprobs_and_gradient(
+    llama_dir: Path, qwen_dir: Path, arch: str
+) -> None:
+    """rl.share_prompts: two groups of 3 samples and one lone prompt, left-padded to each other."""
+    model, tok = load_model(ModelSpec(path=str(llama_dir if arch == "llama" else qwen_dir)), seed=0)
+    chat = chat_prompter(tok, ModelSpec(system_prompt="Be brief."))
+    prompts = [chat("Compute 1 + 2 - 7.")] * 3 + [chat("Hi")] * 3 + [chat("What is 9 - 4?")]
+    batch = sample(model, tok, prompts, max_new_tokens=10, seed=0)
+    mask = batch.response_mask.bool()
+    weights = torch.randn(batch.response_mask.shape, generator=torch.Generator().manual_seed(0))
+    results = []
+    for share in (False, True):
+        model.zero_grad()
+        logprobs = response_logprobs(model, batch, share_prompts=share)
+        (logprobs * weights * batch.response_mask).sum().backward()
+        results.append((logprobs.detach(), torch.cat([q.grad.flatten() for q in model.parameters()])))
+    (plain, plain_grad), (shared, shared_grad) = results
+    torch.testing.assert_close(shared[mask], plain[mask], atol=1e-5, rtol=1e-5)
+    assert (shared_grad - plain_grad).norm() <= 1e-5 * plain_grad.norm()  # float rounding only
+
+
 def test_command_line_shorthands_select_the_task_and_the_model() -> None:
     cfg = load_config(overrides=["task=arithmetic_nl", "model=some/hub-name"])
     assert cfg.task.name == "arithmetic_nl" and cfg.model.path == "some/hub-name"
