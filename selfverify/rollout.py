@@ -181,7 +181,9 @@ def response_logits(
     if share_prompts:
         prompts = torch.cat([input_ids[:, :p], attention[:, :p]], dim=1)
         distinct, index = torch.unique(prompts, dim=0, return_inverse=True)
-    if index is None or len(distinct) == len(index):
+        if len(distinct) == len(index):
+            index = None  # no prompt repeats: nothing to share
+    if index is None:
         logits = model(
             input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t + 1
         ).logits[:, :-1]
