@@ -22,7 +22,15 @@ from selfverify.config import Config, RewardConfig
 from selfverify.evaluate import evaluate_generator
 from selfverify.models import chat_prompter
 from selfverify.rewards import mix_step_rewards, outcome_rewards
-from selfverify.rl import RewardFn, Scored, rl_step, step_scored, uses_critic, value_pretrain_step
+from selfverify.rl import (
+    RewardFn,
+    Scored,
+    lr_decay_steps,
+    rl_step,
+    step_scored,
+    uses_critic,
+    value_pretrain_step,
+)
 from selfverify.rollout import Rollout
 from selfverify.seeds import derive_seed
 from selfverify.tasks import Task, make_task
@@ -118,6 +126,7 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
         policy.start_rl(
             rl.lr,
             warmup_steps=rl.warmup_steps,
+            total_steps=lr_decay_steps(rl, rl.steps),
             reference=rl.kl_coef > 0,
             reference_path=ckpt / "cold_start",
             critic=rl.critic_model if uses_critic(rl) else None,

@@ -70,6 +70,7 @@ from selfverify.rewards import (
 from selfverify.rl import (
     ProblemSource,
     Scored,
+    lr_decay_steps,
     rl_step,
     step_scored,
     uses_critic,
@@ -503,6 +504,7 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, start: float, progress: b
             generator.start_rl(
                 rl.lr,
                 warmup_steps=rl.warmup_steps,
+                total_steps=lr_decay_steps(rl, per_round),
                 reference=rl.kl_coef > 0,
                 critic=rl.critic_model if uses_critic(rl) else None,
                 critic_lr=rl.critic_lr,

@@ -63,6 +63,9 @@ class RLConfig:
     # gradients undo the cold start faster than the reward teaches (docs/RESULTS.md).
     lr: float = 5e-6
     warmup_steps: int = 0
+    # constant after the warm-up, or cosine: down to 10% of lr over each generator RL phase (the RL-only
+    # job's rl.steps, a loop round's share of them). Both schedules advance once per RL step.
+    lr_schedule: str = "constant"
     temperature: float = 1.0
     max_new_tokens: int = 48
     epochs: int = 1  # passes over each rollout batch
@@ -405,6 +408,7 @@ def check_choices(cfg: Config) -> None:
         "rl.policy_loss": (cfg.rl.policy_loss, tuple(sorted(POLICY_LOSSES))),
         "rl.agg_mode": (cfg.rl.agg_mode, AGG_MODES),
         "rl.kl_kind": (cfg.rl.kl_kind, KL_KINDS),
+        "rl.lr_schedule": (cfg.rl.lr_schedule, ("constant", "cosine")),
         "reward.mode": (cfg.reward.mode, REWARD_MODES),
         "loop.labels": (cfg.loop.labels, ("auto", "truth")),
         "loop.judge_format": (cfg.loop.judge_format, (None, *FORMATS)),

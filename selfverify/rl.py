@@ -80,6 +80,12 @@ class Batch:
     steps: StepRewards | None = None
 
 
+def lr_decay_steps(cfg: RLConfig, steps: int) -> int | None:
+    """The RL steps a phase of ``steps`` decays its learning rate over (None: constant). The schedule
+    advances once per RL step, however many optimizer steps its mini-batches and epochs take."""
+    return steps if cfg.lr_schedule == "cosine" else None
+
+
 def concat_step_rewards(parts: list[StepRewards]) -> StepRewards:
     """Stack step rewards of different step counts (padded steps are masked out)."""
     width = max(p.rewards.shape[1] for p in parts)

@@ -245,6 +245,7 @@ class LMWorker:
         lr: float,
         *,
         warmup_steps: int = 0,
+        total_steps: int | None = None,
         reference: bool = False,
         reference_path: str | Path | None = None,
         critic: ModelSpec | None = None,
@@ -254,10 +255,11 @@ class LMWorker:
         seed: int = 0,
         state: dict[str, Any] | None = None,
     ) -> None:
-        """A fresh RL phase: optimizer; with ``reference`` a frozen π_ref (the model at
-        ``reference_path``, or a copy of the policy now); with ``critic`` a value model (the one saved
-        at ``critic_path``, or as ``ValueModel.from_spec`` builds it). ``state`` restores the optimizers
-        a ``training_state`` saved. ``grad_clip`` bounds the policy's and the critic's gradient norms."""
+        """A fresh RL phase: optimizer (its learning rate cosine-decayed over ``total_steps`` RL steps,
+        constant if None); with ``reference`` a frozen π_ref (the model at ``reference_path``, or
+        a copy of the policy now); with ``critic`` a value model (the one saved at ``critic_path``, or as
+        ``ValueModel.from_spec`` builds it). ``state`` restores the optimizers a ``training_state``
+        saved. ``grad_clip`` bounds the policy's and the critic's gradient norms."""
         self.end_training()
         ref = value_model = None
         # Reference and critic are copied before an engine may partition the policy (ZeRO-3).
@@ -279,6 +281,7 @@ class LMWorker:
                 self.train,
                 grad_clip=grad_clip,
                 warmup_steps=warmup_steps,
+                total_steps=total_steps,
                 autocast=self.autocast,
             )
         )

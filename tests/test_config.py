@@ -103,6 +103,7 @@ def test_selfverify_pipeline_takes_verifier_reward_modes():
         ("rl.policy_loss=ppo", "rl.policy_loss", "ppo_clip"),
         ("rl.agg_mode=mean", "rl.agg_mode", "seq-mean-token-sum-norm"),
         ("rl.kl_kind=k4", "rl.kl_kind", "k3"),
+        ("rl.lr_schedule=linear", "rl.lr_schedule", "cosine"),
         ("pipeline=sv", "pipeline", "selfverify"),
         ("wandb.mode=cloud", "wandb.mode", "offline"),
         ("loop.meta_audit=unshown", "loop.meta_audit", "blind"),

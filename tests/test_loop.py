@@ -1,8 +1,10 @@
 """`python -m selfverify.loop` end to end on a tiny job: outputs, determinism, resume, wandb."""
 
 import json
+import math
 from pathlib import Path
 
+import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from selfverify.loop import main
@@ -58,6 +60,18 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_overrides, kill_mi
     # Kill it mid-RL, after at least one RL checkpoint.
     kill_midway(run, overrides, lambda m: sum(r["phase"] == "rl" for r in m) >= 3)
     assert not (run / "summary.json").exists()
+    _run(run, overrides)
+    assert read_metrics(run) == read_metrics(tmp_path / "whole")
+
+
+def test_cosine_rl_schedule_decays_to_a_tenth_and_resumes(tmp_path, tiny_overrides, kill_midway):
+    overrides = [*tiny_overrides, "rl.steps=8", "checkpoint_every=2", "rl.lr=1e-3", "rl.lr_schedule=cosine"]
+    _run(tmp_path / "whole", overrides)
+    # Each RL line logs the learning rate the next step will use: cosine from 1e-3 down to 1e-4 at step 8.
+    lrs = [r["lr"] for r in read_metrics(tmp_path / "whole") if r["phase"] == "rl"]
+    assert lrs == pytest.approx([1e-3 * (0.1 + 0.45 * (1 + math.cos(math.pi * k / 8))) for k in range(1, 9)])
+    run = tmp_path / "killed"
+    kill_midway(run, overrides, lambda m: sum(r["phase"] == "rl" for r in m) >= 3)
     _run(run, overrides)
     assert read_metrics(run) == read_metrics(tmp_path / "whole")
 
