@@ -49,12 +49,9 @@ def sft_step(engine: TrainEngine, batch: Rollout | Sequence[Rollout]) -> dict[st
         engine.backward(part, last=i == len(chunks) - 1)
         loss += part.item()
     grad_norm = engine.step()
+    lr = engine.scheduler.get_last_lr()[0]  # the rate this step used, logged before the schedule moves
     engine.scheduler.step()
-    return {
-        "loss": engine.reduce({"loss": loss})["loss"],
-        "grad_norm": grad_norm,
-        "lr": engine.scheduler.get_last_lr()[0],
-    }
+    return {"loss": engine.reduce({"loss": loss})["loss"], "grad_norm": grad_norm, "lr": lr}
 
 
 def on_policy(cfg: RLConfig) -> bool:
@@ -151,6 +148,7 @@ def policy_update(
                     means[k] += float(v) * w
                 weight += w
             grad_norms.append(engine.step())
+    lr = engine.scheduler.get_last_lr()[0]  # the rate this step used, logged before the schedule moves
     engine.scheduler.step()
     steps = len(grad_norms)
     summed = engine.reduce({**losses, **{f"mean/{k}": v for k, v in means.items()}, "weight": weight})
@@ -158,7 +156,7 @@ def policy_update(
         **{k: summed[k] / steps for k in losses},
         **{k: summed[f"mean/{k}"] / max(summed["weight"], 1.0) for k in means},
         "grad_norm": sum(grad_norms) / steps,
-        "lr": engine.scheduler.get_last_lr()[0],
+        "lr": lr,
     }
 
 

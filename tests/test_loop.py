@@ -66,10 +66,14 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_overrides, kill_mi
 
 def test_cosine_rl_schedule_decays_to_a_tenth_and_resumes(tmp_path, tiny_overrides, kill_midway):
     overrides = [*tiny_overrides, "rl.steps=8", "checkpoint_every=2", "rl.lr=1e-3", "rl.lr_schedule=cosine"]
+    overrides += ["sft.lr=1e-3", "sft.warmup_steps=2"]
     _run(tmp_path / "whole", overrides)
-    # Each RL line logs the learning rate the next step will use: cosine from 1e-3 down to 1e-4 at step 8.
-    lrs = [r["lr"] for r in read_metrics(tmp_path / "whole") if r["phase"] == "rl"]
-    assert lrs == pytest.approx([1e-3 * (0.1 + 0.45 * (1 + math.cos(math.pi * k / 8))) for k in range(1, 9)])
+    # Each line logs the learning rate its step used: SFT's warm-up starts at half the rate, and RL's
+    # cosine starts at 1e-3 and reaches a tenth of it after step 8.
+    metrics = read_metrics(tmp_path / "whole")
+    assert [r["lr"] for r in metrics if r["phase"] == "sft"][:2] == pytest.approx([5e-4, 1e-3])
+    lrs = [r["lr"] for r in metrics if r["phase"] == "rl"]
+    assert lrs == pytest.approx([1e-3 * (0.1 + 0.45 * (1 + math.cos(math.pi * k / 8))) for k in range(8)])
     run = tmp_path / "killed"
     kill_midway(run, overrides, lambda m: sum(r["phase"] == "rl" for r in m) >= 3)
     _run(run, overrides)

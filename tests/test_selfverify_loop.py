@@ -103,12 +103,13 @@ def test_the_kl_reference_is_used_by_generator_and_judge_rl(tmp_path, tiny_overr
 
 
 def test_a_cosine_rl_schedule_restarts_with_each_round(tmp_path, tiny_overrides, tiny_loop):
-    """rl.lr_schedule=cosine: each round's generator RL phase (2 of rl.steps=4) decays from rl.lr to a
-    tenth of it, and the next round starts again from rl.lr."""
+    """rl.lr_schedule=cosine: each round's generator RL phase (2 of rl.steps=4) starts at rl.lr and
+    follows the cosine over its own 2 steps (half-way down at the second), and the next round starts
+    again from rl.lr."""
     run = tmp_path / "run"
     _run(run, [*tiny_overrides, *tiny_loop, "rl.lr=1e-3", "rl.lr_schedule=cosine"])
     lrs = [r["lr"] for r in read_metrics(run) if r["phase"] == "rl"]
-    assert lrs == pytest.approx([5.5e-4, 1e-4, 5.5e-4, 1e-4])
+    assert lrs == pytest.approx([1e-3, 5.5e-4, 1e-3, 5.5e-4])
 
 
 def test_init_from_brings_its_own_tokenizer(tmp_path, tiny_overrides, tiny_loop):
