@@ -180,7 +180,8 @@ class DeepSpeedTrainEngine:
 
     def reduce(self, values: dict[str, float]) -> dict[str, float]:
         keys = sorted(values)
-        total = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+        # On the module's device: NCCL reduces only CUDA tensors (gloo takes either).
+        total = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=self.module.device)
         torch.distributed.all_reduce(total)
         return dict(zip(keys, total.tolist(), strict=True))
 
@@ -242,7 +243,10 @@ def configure_torch(threads: int) -> None:
     Uninitialised memory is not filled: DeepSpeed allocates its gradient buckets with ``torch.empty``
     (hundreds of MB each), and filling them, the deterministic default, cost seconds per step."""
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    # cuBLAS is deterministic only with a fixed workspace, set before its first use; on a GPU a kernel
+    # with no deterministic form warns rather than stops the run.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=torch.cuda.is_available())
     torch.utils.deterministic.fill_uninitialized_memory = False
 
 

@@ -116,9 +116,22 @@ def test_the_rl_job_on_vllm_rollouts(tmp_path: Path, tiny_overrides: list[str], 
 def test_the_gpu_check_runs_its_smoke_mode_on_the_cpu(tmp_path: Path, vllm_python: str) -> None:
     out = tmp_path / "check.json"
     script = Path(__file__).parents[1] / "scripts" / "gpu_check.py"
-    args = ["--smoke", "--vllm-python", vllm_python, "--steps", "2", "--prompts", "2", "--group", "2"]
+    args = ["--smoke", "--rollout", "vllm", "--vllm-python", vllm_python, "--train", "deepspeed"]
+    args += ["--steps", "2", "--prompts", "2", "--group", "2"]
     subprocess.run([sys.executable, str(script), *args, "--new-tokens", "8", "--out", str(out)], check=True)
     result = json.loads(out.read_text())
     assert result["rollout_tokens_per_s"] > 0 and result["training_tokens_per_s"] > 0
     assert len(result["rl_step_seconds"]) == 2 and result["vllm_max_logprob_diff"] <= 1e-3
     assert result["vllm_weight_syncs"] >= 3  # the start, then after the update and each RL step
+
+
+def test_the_gpu_check_needs_neither_vllm_nor_deepspeed(tmp_path: Path) -> None:
+    """A bare GPU machine has torch and transformers only: HF rollouts and the torch engine."""
+    out = tmp_path / "check.json"
+    script = Path(__file__).parents[1] / "scripts" / "gpu_check.py"
+    args = ["--smoke", "--train", "torch", "--steps", "1", "--prompts", "2", "--group", "2"]
+    subprocess.run([sys.executable, str(script), *args, "--new-tokens", "8", "--out", str(out)], check=True)
+    result = json.loads(out.read_text())
+    assert (result["rollout_engine"], result["train_engine"]) == ("hf", "torch")
+    assert result["training_tokens_per_s"] > 0 and len(result["rl_step_seconds"]) == 1
+    assert "vllm_weight_syncs" not in result
