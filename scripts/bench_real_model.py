@@ -22,14 +22,14 @@ from pathlib import Path
 
 import torch
 
-from selfverify.config import load_config
-from selfverify.evaluate import evaluate_generator
-from selfverify.models import chat_prompter
-from selfverify.rl import rl_step
-from selfverify.rollout import encode_by_length
+from selfverify.config.load import load_config
+from selfverify.recipes.evaluate import evaluate_generator
+from selfverify.recipes.rl_step import rl_step
+from selfverify.runtime.models import chat_prompter
+from selfverify.runtime.rollout import encode_by_length
+from selfverify.runtime.trainer import on_policy
+from selfverify.runtime.workers import build
 from selfverify.tasks import make_task
-from selfverify.trainer import on_policy
-from selfverify.workers import build
 
 
 def main() -> None:

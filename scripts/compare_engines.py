@@ -24,7 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from selfverify.tracking import read_metrics  # noqa: E402
+from selfverify.utils.tracking import read_metrics  # noqa: E402
 
 DEFAULTS = ["sft.steps=200", "rl.steps=20", "rl.eval_every=10", "threads=1"]
 FIGURES = {"sft": ["loss"], "rl": ["pg_loss", "reward", "grad_norm", "entropy"]}

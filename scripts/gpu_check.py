@@ -30,12 +30,12 @@ import torch
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 from selfverify import loop
-from selfverify.config import RLConfig, RolloutConfig, TaskConfig, TrainConfig
-from selfverify.engines import configure_torch
-from selfverify.models import ModelSpec, chat_prompter
-from selfverify.rl import rl_step
+from selfverify.config.schema import ModelSpec, RLConfig, RolloutConfig, TaskConfig, TrainConfig
+from selfverify.recipes.rl_step import rl_step
+from selfverify.runtime.engines import configure_torch
+from selfverify.runtime.models import chat_prompter
+from selfverify.runtime.workers import build
 from selfverify.tasks import make_task
-from selfverify.workers import build
 
 TOKENIZER = Path(__file__).parents[1] / "tests" / "fixtures" / "smollm2_tokenizer"
 QWEN_05B = {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14}

@@ -20,14 +20,9 @@ from pathlib import Path
 
 import torch
 
-from selfverify.checkpoint import load_bundle
-from selfverify.config import load_config
-from selfverify.rollout import sample_texts
-from selfverify.tasks import Problem, StepCheck, check_solution, heldout_split, split_steps
-from selfverify.tasks.arithmetic import OFFSETS, slipped_solution
-from selfverify.workers import LMWorker
-from verifiers.base import Verdict
-from verifiers.generative import (
+from selfverify.config.load import load_config
+from selfverify.judges.base import Verdict
+from selfverify.judges.generative import (
     GenerativeVerifier,
     MetaVerifier,
     claimed_result,
@@ -40,7 +35,12 @@ from verifiers.generative import (
     reference_analysis,
     require_format,
 )
-from verifiers.metrics import processbench_metrics
+from selfverify.judges.metrics import processbench_metrics
+from selfverify.runtime.checkpoint import load_bundle
+from selfverify.runtime.rollout import sample_texts
+from selfverify.runtime.workers import LMWorker
+from selfverify.tasks import Problem, StepCheck, check_solution, heldout_split, split_steps
+from selfverify.tasks.arithmetic import OFFSETS, slipped_solution
 
 
 def verifier_outcome(problem: Problem, steps: tuple[str, ...], check: StepCheck, verdict: Verdict) -> str:

@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from selfverify.checkpoint import STATE_FILE
-from selfverify.io import atomic_write_json, atomic_write_text
+from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.utils.io import atomic_write_json, atomic_write_text
 
 SHORT = [
     "--no-progress",

@@ -19,8 +19,8 @@ import json
 import torch
 
 from selfverify.algos.utils import logprobs_from_logits
-from selfverify.config import load_config
-from selfverify.models import chat_prompter, load_pretrained
+from selfverify.config.load import load_config
+from selfverify.runtime.models import chat_prompter, load_pretrained
 from selfverify.tasks import make_task
 
 

@@ -21,9 +21,9 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from selfverify.io import AtomicJsonlWriter
 from selfverify.prm_train import embedded_record
 from selfverify.tasks import TaskSpec, heldout_split
+from selfverify.utils.io import AtomicJsonlWriter
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
-from selfverify.io import AtomicJsonlWriter, read_records
-from selfverify.realmath import extract_answer, split_steps
+from selfverify.tasks.realmath import extract_answer, split_steps
+from selfverify.utils.io import AtomicJsonlWriter, read_records
 
 ANNOTATION_RE = re.compile(r"<<[^<>]*>>")
 RESULT_RE = re.compile(r"=\s*\$?(\d[\d,]*(?:\.\d+)?)")

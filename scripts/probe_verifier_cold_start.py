@@ -12,7 +12,7 @@ start and an RL-trained one) at the given steps. The setting that reached F1 0.9
         --trained $R/grpo-seed0/checkpoints/final --pool samples --stream 0.5 --lr 1e-3 \
         --eval-at 1000,1500,2000
 
-Exploratory formats instead of ``verifiers.generative``'s: ``--interleaved`` (the verifier sees only
+Exploratory formats instead of ``selfverify.judges.generative``'s: ``--interleaved`` (the verifier sees only
 the problem, writes step i's expected form and ``|``, is then shown step i as forced tokens without
 loss, ``$`` marking the last, and writes ``+``/``-``: it cannot copy the step it judges); ``--cmc``
 (copy the given step, mark it, and write the correction after a ``-``). Loss weights:
@@ -32,13 +32,8 @@ from collections.abc import Sequence
 import torch
 from transformers import GenerationConfig
 
-from selfverify.engines import TorchEngine
-from selfverify.models import ModelSpec, build_model, load_pretrained
-from selfverify.rollout import Rollout, encode_pairs, sample_texts
-from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
-from selfverify.tasks.arithmetic import synthetic_solution
-from selfverify.trainer import sft_step
-from verifiers.generative import (
+from selfverify.config.schema import ModelSpec
+from selfverify.judges.generative import (
     GenerativeVerifier,
     expected_lines,
     format_score,
@@ -46,7 +41,13 @@ from verifiers.generative import (
     score_for,
     verifier_prompt,
 )
-from verifiers.metrics import processbench_metrics
+from selfverify.judges.metrics import processbench_metrics
+from selfverify.runtime.engines import TorchEngine
+from selfverify.runtime.models import build_model, load_pretrained
+from selfverify.runtime.rollout import Rollout, encode_pairs, sample_texts
+from selfverify.runtime.trainer import sft_step
+from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, split_steps, train_problems
+from selfverify.tasks.arithmetic import synthetic_solution
 
 Sample = tuple[Problem, list[str]]
 _LINE = re.compile(r"^(\S{0,40})\|(.{0,80}?)(\$?) ([+-])$")

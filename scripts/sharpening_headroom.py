@@ -16,10 +16,10 @@ import json
 
 import torch
 
-from selfverify.config import load_config
-from selfverify.models import chat_prompter
+from selfverify.config.load import load_config
+from selfverify.runtime.models import chat_prompter
+from selfverify.runtime.workers import build
 from selfverify.tasks import make_task
-from selfverify.workers import build
 
 
 def main() -> None:

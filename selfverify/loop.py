@@ -17,19 +17,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from selfverify.backends import BackendError
-from selfverify.checkpoint import CheckpointError, CheckpointWriteError
-from selfverify.config import Config, ConfigError, load_config, to_yaml
-from selfverify.engines import configure_torch
-from selfverify.io import SourceError, atomic_write_json, atomic_write_text
-from selfverify.plots import plot_curves
-from selfverify.tracking import read_metrics
+from selfverify.config.load import ConfigError, load_config, to_yaml
+from selfverify.config.schema import Config
+from selfverify.recipes import rl, selfverify
+from selfverify.runtime.backends import BackendError
+from selfverify.runtime.checkpoint import CheckpointError
+from selfverify.runtime.engines import configure_torch
+from selfverify.utils.io import CheckpointWriteError, SourceError, atomic_write_json, atomic_write_text
+from selfverify.utils.plots import plot_curves
+from selfverify.utils.tracking import read_metrics
 
-
-def _pipelines() -> dict[str, Callable[..., dict[str, Any]]]:
-    from pipelines import rl, selfverify
-
-    return {"rl": rl.run, "selfverify": selfverify.run}
+PIPELINES: dict[str, Callable[..., dict[str, Any]]] = {"rl": rl.run, "selfverify": selfverify.run}
 
 
 def prepare_run_dir(cfg: Config, run_dir: Path) -> None:
@@ -90,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_torch(cfg.threads)
     console.print(f"run directory: {run_dir}")
     try:
-        summary = _pipelines()[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
+        summary = PIPELINES[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
         summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
         atomic_write_json(run_dir / "summary.json", summary)
         plot_curves(read_metrics(run_dir), run_dir / "curves.png")

@@ -1,4 +1,4 @@
-"""Train a discriminative PRM (``verifiers.prm``): ``python -m selfverify.prm_train --out DIR``.
+"""Train a discriminative PRM (``selfverify.judges.prm``): ``python -m selfverify.prm_train --out DIR``.
 
 The PRM is the step-level classifier of Lightman et al. 2023, "Let's Verify Step by Step" (arXiv
 2305.20050), as trained in Math-Shepherd (arXiv 2312.08935): a decoder backbone with a linear head read
@@ -19,7 +19,7 @@ Training data, mixed:
 Loss: binary cross-entropy on the step labels plus ``--lm-coef`` times a next-token loss on the tokens
 of correct steps (see :func:`train_prm`).
 
-Backbone: a fresh tiny Llama with the character tokenizer (``selfverify.models``; by default 6 layers
+Backbone: a fresh tiny Llama with the character tokenizer (``selfverify.runtime.models``; by default 6 layers
 of width 64, 0.3M parameters), or ``--backbone PATH``, any Hugging Face decoder checkpoint (its base
 model is used; a causal-LM head is dropped). Depth matters more than width here: a step's score is
 read at its end token, which has to compare what the step says with what it should say (carried
@@ -48,14 +48,10 @@ import torch
 from tqdm import tqdm
 from transformers import AutoModel, AutoTokenizer
 
-from selfverify.io import RecordError, read_records, report_record_error
-from selfverify.models import ModelSpec, build_char_tokenizer, build_model
-from selfverify.score import parse_record
-from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, train_problems
-from selfverify.tasks.arithmetic import synthetic_solution
-from verifiers.base import VerifyInput
-from verifiers.metrics import processbench_metrics
-from verifiers.prm import (
+from selfverify.config.schema import ModelSpec
+from selfverify.judges.base import VerifyInput
+from selfverify.judges.metrics import processbench_metrics
+from selfverify.judges.prm import (
     PRMEncoder,
     PRMModel,
     PRMVerifier,
@@ -63,6 +59,11 @@ from verifiers.prm import (
     base_model,
     choose_threshold,
 )
+from selfverify.judges.records import parse_record
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, train_problems
+from selfverify.tasks.arithmetic import synthetic_solution
+from selfverify.utils.io import RecordError, read_records, report_record_error
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ Reads JSONL (or a JSON array) of records in either shape
 - ProcessBench: ``{"id", "problem", "steps": [str, ...], "label": k}`` with ``label`` the index of the
   earliest wrong step, -1 when all are right (optional);
 - plain: ``{"problem", "solution", "answer"?, "id"?}``; the solution is split into steps by
-  ``--split-rule`` (see :func:`selfverify.realmath.split_steps`);
+  ``--split-rule`` (see :func:`selfverify.tasks.realmath.split_steps`);
 
 and writes one JSONL line per record: ``id`` (the line number when the record has none),
 ``step_scores``, ``earliest_error``, ``score``, ``analysis``, plus ``label`` when given and the
 verifier's ``extra`` when it has any. With labels it prints ProcessBench metrics (acc_err, acc_corr,
-F1, see :func:`verifiers.metrics.processbench_metrics`); ``--metrics-json`` writes them with the run's
+F1, see :func:`selfverify.judges.metrics.processbench_metrics`); ``--metrics-json`` writes them with the run's
 counts and throughput.
 
 Malformed records (bad JSON, missing fields, wrong types, and inputs the verifier cannot judge: those
@@ -27,64 +27,27 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from selfverify.checkpoint import CheckpointError
-from selfverify.io import AtomicJsonlWriter, RecordError, atomic_write_json, read_records, report_record_error
-from selfverify.realmath import SPLIT_RULES, SplitRule, split_steps
-from verifiers.base import Verdict, Verifier, VerifyInput, earliest_error_from_scores
-from verifiers.metrics import processbench_metrics
-from verifiers.registry import VerifierSpecError, load_verifier
+from selfverify.judges.base import Verdict, Verifier, earliest_error_from_scores
+from selfverify.judges.metrics import processbench_metrics
+from selfverify.judges.records import ScoreItem, parse_record
+from selfverify.judges.registry import VerifierSpecError, load_verifier
+from selfverify.runtime.checkpoint import CheckpointError
+from selfverify.tasks.realmath import SPLIT_RULES
+from selfverify.utils.io import (
+    AtomicJsonlWriter,
+    RecordError,
+    atomic_write_json,
+    read_records,
+    report_record_error,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 2
-
-
-@dataclass(frozen=True)
-class ScoreItem:
-    """One validated input record."""
-
-    id: str | int
-    input: VerifyInput
-    label: int | None
-
-
-def parse_record(record: dict[str, Any], line_no: int, split_rule: SplitRule = "lines") -> ScoreItem:
-    """Validate one input record; raises ``ValueError`` saying what is wrong with it."""
-    problem = record.get("problem")
-    if not isinstance(problem, str):
-        raise ValueError("missing 'problem'" if problem is None else "'problem' must be a string")
-    if "steps" in record:
-        steps = record["steps"]
-        if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-            raise ValueError("'steps' must be a list of strings")
-    elif isinstance(record.get("solution"), str):
-        steps = split_steps(record["solution"], split_rule)
-    else:
-        raise ValueError("needs 'steps' (a list of strings) or 'solution' (a string)")
-    answer = record.get("answer")
-    if answer is not None:
-        if isinstance(answer, bool) or not isinstance(answer, str | int | float):
-            raise ValueError("'answer' must be a string or a number")
-        answer = str(answer)
-    label = record.get("label")
-    if label is not None:
-        if isinstance(label, bool) or not isinstance(label, int):
-            raise ValueError("'label' must be an integer")
-        if not -1 <= label < len(steps):
-            # Not the value itself when huge: str() of an int over 4300 digits raises its own ValueError.
-            shown = label if abs(label) < 10**12 else "(a huge integer)"
-            raise ValueError(f"'label' {shown} is out of range for {len(steps)} steps")
-    item_id = record.get("id", line_no)
-    if item_id is None:
-        item_id = line_no
-    if isinstance(item_id, bool) or not isinstance(item_id, str | int):
-        raise ValueError("'id' must be a string or an integer")
-    return ScoreItem(item_id, VerifyInput(problem=problem, steps=steps, answer=answer), label)
 
 
 def output_record(item: ScoreItem, verdict: Verdict, threshold: float | None) -> dict[str, Any]:

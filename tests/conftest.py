@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from selfverify.tracking import read_metrics
+from selfverify.utils.tracking import read_metrics
 
 # Tests share two cores; keep torch from oversubscribing them.
 torch.set_num_threads(1)

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from selfverify import realmath
-from selfverify.realmath import answers_equal, extract_answer
-from verifiers.arith_rule import ArithmeticRuleVerifier, final_answer
-from verifiers.base import VerifyInput
+from selfverify.judges.arith_rule import ArithmeticRuleVerifier, final_answer
+from selfverify.judges.base import VerifyInput
+from selfverify.tasks import realmath
+from selfverify.tasks.realmath import answers_equal, extract_answer
 
 VERIFIER = ArithmeticRuleVerifier()
 BIG = "9" * 5000

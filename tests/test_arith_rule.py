@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from selfverify.realmath import extract_answer, split_steps
-from verifiers.arith_rule import ArithmeticRuleVerifier, Uncheckable, evaluate, final_answer, find_claims
-from verifiers.base import VerifyInput
+from selfverify.judges.arith_rule import (
+    ArithmeticRuleVerifier,
+    Uncheckable,
+    evaluate,
+    final_answer,
+    find_claims,
+)
+from selfverify.judges.base import VerifyInput
+from selfverify.tasks.realmath import extract_answer, split_steps
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GSM8K = [json.loads(line) for line in (FIXTURES / "gsm8k_sample.jsonl").read_text().splitlines()]

@@ -11,11 +11,10 @@ import pytest
 import ray
 import torch
 
-from selfverify.backends import RayBackend, RemoteWorker, WorkerDied
-from selfverify.config import BackendConfig
+from selfverify.config.schema import BackendConfig, ModelSpec
 from selfverify.loop import main
-from selfverify.models import ModelSpec
-from selfverify.workers import build
+from selfverify.runtime.backends import RayBackend, RemoteWorker, WorkerDied
+from selfverify.runtime.workers import build
 
 TINY_SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 

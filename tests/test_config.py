@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from selfverify.config import ConfigError, config_dir, load_config, objective_names
+from selfverify.config.load import ConfigError, config_dir, load_config, objective_names
 from selfverify.loop import main
 from selfverify.tasks.arithmetic import CORRUPTIONS
 

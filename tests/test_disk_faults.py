@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from selfverify.checkpoint import load_bundle
 from selfverify.loop import main
-from selfverify.tracking import read_metrics
+from selfverify.runtime.checkpoint import load_bundle
+from selfverify.utils.tracking import read_metrics
 
 
 def _in_tmpfs(script: str, size: str, out: Path) -> None:

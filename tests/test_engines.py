@@ -12,12 +12,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from selfverify.backends import RayBackend
-from selfverify.checkpoint import STATE_FILE
-from selfverify.config import BackendConfig, RLConfig, TrainConfig
+from selfverify.config.schema import BackendConfig, ModelSpec, RLConfig, TrainConfig
 from selfverify.loop import main
-from selfverify.models import ModelSpec
-from selfverify.workers import LMWorker, build
+from selfverify.runtime.backends import RayBackend
+from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.workers import LMWorker, build
 
 TINY_SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 PROMPTS = ["Q:1+2\n", "Q:5-3-1\n", "Q:7+1\n", "Q:2-9\n", "Q:4+4-3\n"]

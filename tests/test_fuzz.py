@@ -24,31 +24,17 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from selfverify import realmath, tasks
-from selfverify.io import RecordError, read_records
-from selfverify.realmath import SPLIT_RULES, answers_equal
-from selfverify.score import main as score_main
-from selfverify.score import parse_record
-from selfverify.tasks import Problem, check_solution, parse_problem
-from selfverify.tasks.arithmetic import (
-    ANSWER_RE,
-    CORRUPTIONS,
-    MAX_DIGITS,
-    MAX_OPS,
-    OPS,
-    STEP_RE,
-    corrupt_solution,
-)
-from verifiers.arith_rule import (
+from selfverify import tasks
+from selfverify.judges.arith_rule import (
     MAX_CLAIMS_PER_STEP,
     ArithmeticRuleVerifier,
     Uncheckable,
     evaluate,
     find_claims,
 )
-from verifiers.base import Verdict, VerifyInput
-from verifiers.embedded_rule import EmbeddedRuleVerifier
-from verifiers.generative import (
+from selfverify.judges.base import Verdict, VerifyInput
+from selfverify.judges.embedded_rule import EmbeddedRuleVerifier
+from selfverify.judges.generative import (
     META_TAG,
     SCORES,
     VERIFY_TAG,
@@ -62,6 +48,20 @@ from verifiers.generative import (
     true_score,
     unfaithful_analysis,
 )
+from selfverify.judges.records import parse_record
+from selfverify.score import main as score_main
+from selfverify.tasks import Problem, check_solution, parse_problem, realmath
+from selfverify.tasks.arithmetic import (
+    ANSWER_RE,
+    CORRUPTIONS,
+    MAX_DIGITS,
+    MAX_OPS,
+    OPS,
+    STEP_RE,
+    corrupt_solution,
+)
+from selfverify.tasks.realmath import SPLIT_RULES, answers_equal
+from selfverify.utils.io import RecordError, read_records
 
 RULE = ArithmeticRuleVerifier()
 BOM = codecs.BOM_UTF8

@@ -8,13 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from selfverify.checkpoint import CheckpointError
-from selfverify.models import ModelSpec, build_char_tokenizer, build_model
-from selfverify.score import main as score_main
-from selfverify.tasks import Problem, check_solution
-from selfverify.workers import LMWorker
-from verifiers.base import Verdict, VerifyInput
-from verifiers.generative import (
+from selfverify.config.schema import ModelSpec
+from selfverify.judges.base import Verdict, VerifyInput
+from selfverify.judges.generative import (
     GenerativeVerifier,
     MetaVerifier,
     ScaledLabel,
@@ -36,7 +32,12 @@ from verifiers.generative import (
     verdict_agreement,
     verifier_prompt,
 )
-from verifiers.registry import load_verifier
+from selfverify.judges.registry import load_verifier
+from selfverify.runtime.checkpoint import CheckpointError
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.workers import LMWorker
+from selfverify.score import main as score_main
+from selfverify.tasks import Problem, check_solution
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 # Q:5-7-6 evaluates to 5-7=-2, -2-6=-8.

@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from selfverify.loop import main
-from selfverify.tracking import read_metrics
+from selfverify.utils.tracking import read_metrics
 
 
 def _run(run_dir: Path, overrides: list[str]) -> dict:

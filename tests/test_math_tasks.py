@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from selfverify.io import RecordError
-from selfverify.realmath import load_math_dataset
 from selfverify.tasks.base import Task
 from selfverify.tasks.mathdata import (
     MATH_CORRUPTIONS,
@@ -18,6 +16,8 @@ from selfverify.tasks.mathdata import (
     data_path,
     user_message,
 )
+from selfverify.tasks.realmath import load_math_dataset
+from selfverify.utils.io import RecordError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MATH_FORMAT = FIXTURES / "math_format_sample.jsonl"

@@ -5,9 +5,10 @@ import dataclasses
 import pytest
 import torch
 
-from selfverify.config import ConfigError, RLConfig, TrainConfig, load_config
-from selfverify.models import ModelSpec, build_char_tokenizer, build_model
-from selfverify.workers import LMWorker
+from selfverify.config.load import ConfigError, load_config
+from selfverify.config.schema import ModelSpec, RLConfig, TrainConfig
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.workers import LMWorker
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 PROMPTS, TARGETS = ["Q:1+2\n", "Q:3-1\n"], ["1+2=3\nA:3", "3-1=2\nA:2"]

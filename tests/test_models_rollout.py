@@ -3,10 +3,12 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from selfverify.checkpoint import STATE_FILE, recover, write_atomically
-from selfverify.models import ModelSpec, build_char_tokenizer, build_model
-from selfverify.rollout import encode_pairs, response_logprobs, sample
-from selfverify.workers import LMWorker
+from selfverify.config.schema import ModelSpec
+from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.rollout import encode_pairs, response_logprobs, sample
+from selfverify.runtime.workers import LMWorker
+from selfverify.utils.io import recover, write_atomically
 
 SPEC = ModelSpec(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
 

@@ -4,14 +4,15 @@ update schedule lets its clipping act."""
 import pytest
 import torch
 
-from selfverify.config import config_dir, load_config, objective_names
-from selfverify.engines import TorchEngine
+from selfverify.config.load import config_dir, load_config, objective_names
+from selfverify.config.schema import ModelSpec
 from selfverify.loop import main
-from selfverify.models import ModelSpec, build_char_tokenizer, build_model
-from selfverify.rollout import response_logprobs, sample
+from selfverify.runtime.engines import TorchEngine
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.rollout import response_logprobs, sample
+from selfverify.runtime.trainer import policy_update
 from selfverify.tasks import Problem
-from selfverify.tracking import read_metrics
-from selfverify.trainer import policy_update
+from selfverify.utils.tracking import read_metrics
 
 EXPECTED = {
     "grpo": {"kl", "kl_loss"},

@@ -1,4 +1,4 @@
-"""The discriminative PRM (verifiers/prm.py) and its trainer (selfverify/prm_train.py).
+"""The discriminative PRM (selfverify/judges/prm.py) and its trainer (selfverify/prm_train.py).
 
 ``fixtures/embedded_processbench_sample.jsonl`` was written by
 ``python scripts/make_embedded_processbench.py --output ... --n 16 --skip 4000``.
@@ -18,7 +18,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from selfverify.models import ModelSpec, build_char_tokenizer, build_model
+from selfverify.config.schema import ModelSpec
+from selfverify.judges.base import VerifyInput
+from selfverify.judges.prm import HEAD_FILE, PRMModel, PRMVerifier, base_model, choose_threshold
+from selfverify.judges.registry import load_verifier
 from selfverify.prm_train import (
     StepRecord,
     embedded_records,
@@ -28,11 +31,9 @@ from selfverify.prm_train import (
     train_prm,
 )
 from selfverify.prm_train import main as train_main
+from selfverify.runtime.models import build_char_tokenizer, build_model
 from selfverify.tasks import TaskSpec, check_solution, train_problems
 from selfverify.tasks.arithmetic import CORRUPTIONS, corrupt_solution
-from verifiers.base import VerifyInput
-from verifiers.prm import HEAD_FILE, PRMModel, PRMVerifier, base_model, choose_threshold
-from verifiers.registry import load_verifier
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -110,7 +111,7 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
 
 
 def test_registry_loads_torch_lazily() -> None:
-    code = "import sys, verifiers.registry as r; assert 'prm' in r.CHECKPOINT_LOADERS; "
+    code = "import sys, selfverify.judges.registry as r; assert 'prm' in r.CHECKPOINT_LOADERS; "
     code += "print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""Public step-level PRMs (verifiers/step_prm.py) on random-init stand-ins of the real architectures.
+"""Public step-level PRMs (selfverify/judges/step_prm.py) on random-init stand-ins of the real architectures.
 
 Tiny MistralForCausalLM (Math-Shepherd) and Qwen2ForTokenClassification with two labels (Qwen2.5-Math-PRM),
 with word-level tokenizers built here from the fixture text, saved with ``save_pretrained`` and loaded
@@ -21,10 +21,10 @@ from transformers import (
     Qwen2ForTokenClassification,
 )
 
+from selfverify.judges.base import VerifyInput
+from selfverify.judges.registry import VerifierSpecError, load_verifier
+from selfverify.judges.step_prm import QWEN_SEPARATOR, QWEN_SYSTEM, STEP_TAG
 from selfverify.score import main
-from verifiers.base import VerifyInput
-from verifiers.registry import VerifierSpecError, load_verifier
-from verifiers.step_prm import QWEN_SEPARATOR, QWEN_SYSTEM, STEP_TAG
 
 PB_SAMPLE = Path(__file__).resolve().parent / "fixtures" / "processbench_sample.jsonl"
 PB_IDS = ["pb-ok", "pb-arith", "pb-latex", "pb-first", "pb-logic", "pb-chain", "pb-percent", "pb-nolabel"]

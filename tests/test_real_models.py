@@ -10,17 +10,18 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from selfverify.checkpoint import STATE_FILE
-from selfverify.config import config_dir, load_config
-from selfverify.critic import ValueModel
+from selfverify.config.load import config_dir, load_config
+from selfverify.config.schema import ModelSpec
+from selfverify.judges.generative import GenerativeVerifier
+from selfverify.judges.registry import load_verifier
 from selfverify.loop import main
-from selfverify.models import ModelSpec, chat_prompter, load_model, stop_token_ids
-from selfverify.rollout import encode_pairs, response_logprobs, sample
+from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.critic import ValueModel
+from selfverify.runtime.models import chat_prompter, load_model, stop_token_ids
+from selfverify.runtime.rollout import encode_pairs, response_logprobs, sample
 from selfverify.score import main as score_main
 from selfverify.tasks import TaskSpec
 from selfverify.tasks.worded import WordedArithmeticTask
-from verifiers.generative import GenerativeVerifier
-from verifiers.registry import load_verifier
 
 TOKENIZER = Path(__file__).parent / "fixtures" / "smollm2_tokenizer"
 SHAPE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}

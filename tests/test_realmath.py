@@ -10,7 +10,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from selfverify.realmath import (
+from selfverify.tasks.realmath import (
     answers_equal,
     clean_unicode,
     extract_answer,

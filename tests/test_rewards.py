@@ -2,9 +2,8 @@
 
 import pytest
 
-from selfverify.rewards import (
-    SELF_VERIFY_ALPHA,
-    SELF_VERIFY_BETA,
+from selfverify.config.schema import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
+from selfverify.judges.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
     outcome_rewards,

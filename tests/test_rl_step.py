@@ -7,12 +7,10 @@ import functools
 import pytest
 import torch
 
-import selfverify.rl as rl_module
+import selfverify.recipes.rl_step as rl_module
 from selfverify.algos import AGG_MODES, gae_advantages, get_advantage_estimator
-from selfverify.config import RLConfig
-from selfverify.engines import TorchEngine
-from selfverify.models import ModelSpec, build_char_tokenizer, build_model
-from selfverify.rl import (
+from selfverify.config.schema import ModelSpec, RLConfig
+from selfverify.recipes.rl_step import (
     Scored,
     StepRewards,
     collect,
@@ -21,10 +19,18 @@ from selfverify.rl import (
     step_rewards,
     terminal_token_rewards,
 )
-from selfverify.rollout import encode_by_length, encode_pairs, line_end_tokens, response_logprobs, sample
+from selfverify.runtime.engines import TorchEngine
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.rollout import (
+    encode_by_length,
+    encode_pairs,
+    line_end_tokens,
+    response_logprobs,
+    sample,
+)
+from selfverify.runtime.trainer import policy_update, sft_step
+from selfverify.runtime.workers import LMWorker
 from selfverify.tasks import Problem, split_steps
-from selfverify.trainer import policy_update, sft_step
-from selfverify.workers import LMWorker
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 PROBLEMS = [Problem(i + 1, (("+", 2), ("-", 3))) for i in range(6)]
@@ -358,8 +364,8 @@ def test_positive_lm_loss_works_under_every_aggregation_mode(mode):
 
 
 def test_rl_pipeline_rewards_outcomes_or_the_tasks_step_labels():
-    from pipelines.rl import task_rewards
-    from selfverify.config import RewardConfig, TaskConfig
+    from selfverify.config.schema import RewardConfig, TaskConfig
+    from selfverify.recipes.rl import task_rewards
     from selfverify.tasks import make_task
 
     tok = build_char_tokenizer()

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from selfverify.io import (
+from selfverify.judges import registry
+from selfverify.judges.arith_rule import ArithmeticRuleVerifier
+from selfverify.judges.base import Verdict
+from selfverify.judges.metrics import processbench_metrics
+from selfverify.score import main
+from selfverify.utils.io import (
     AtomicJsonlWriter,
     RecordError,
     atomic_write_json,
     atomic_write_text,
     read_records,
 )
-from selfverify.score import main
-from verifiers import registry
-from verifiers.arith_rule import ArithmeticRuleVerifier
-from verifiers.base import Verdict
-from verifiers.metrics import processbench_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 PB_SAMPLE = REPO / "tests" / "fixtures" / "processbench_sample.jsonl"

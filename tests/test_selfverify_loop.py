@@ -9,12 +9,12 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from pipelines.selfverify_data import misjudgement
-from selfverify.checkpoint import STATE_FILE
+from selfverify.judges.base import Verdict
+from selfverify.judges.generative import FORMAT_VERSION
 from selfverify.loop import main
-from selfverify.tracking import read_metrics
-from verifiers.base import Verdict
-from verifiers.generative import FORMAT_VERSION
+from selfverify.recipes.judge_data import misjudgement
+from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.utils.tracking import read_metrics
 
 ROUND_KEYS = {
     "generator_accuracy",
@@ -115,7 +115,8 @@ def test_a_cosine_rl_schedule_restarts_with_each_round(tmp_path, tiny_overrides,
 def test_init_from_brings_its_own_tokenizer(tmp_path, tiny_overrides, tiny_loop):
     """A policy given as init_from keeps its vocabulary: here the character tokenizer plus a token the
     built-in one lacks, which must survive into the run's checkpoints."""
-    from selfverify.models import ModelSpec, build_char_tokenizer, build_model, save_pretrained
+    from selfverify.config.schema import ModelSpec
+    from selfverify.runtime.models import build_char_tokenizer, build_model, save_pretrained
 
     tok = build_char_tokenizer()
     tok.add_special_tokens({"additional_special_tokens": ["<extra>"]})

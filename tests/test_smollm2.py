@@ -9,9 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from selfverify.models import ModelSpec, chat_prompter, load_pretrained
-from selfverify.rollout import sample
-from selfverify.smollm2 import GGUF_NAME, MODEL_NAME, convert, download_gguf, main
+from selfverify.config.schema import ModelSpec
+from selfverify.runtime.models import chat_prompter, load_pretrained
+from selfverify.runtime.rollout import sample
+from selfverify.runtime.smollm2 import GGUF_NAME, MODEL_NAME, convert, download_gguf
+from selfverify.smollm2 import main
 
 
 @pytest.fixture(scope="module")

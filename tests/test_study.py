@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipelines.study import main, mean_ci, paired_difference, steps_to
+from selfverify.study import main, mean_ci, paired_difference, steps_to
 
 
 def test_mean_ci_hand_case():

@@ -105,8 +105,8 @@ def test_parse_problem_rejects_other_text():
 
 
 def test_embedded_rule_verifier_through_the_interface():
-    from verifiers import VerifyInput
-    from verifiers.registry import load_verifier
+    from selfverify.judges import VerifyInput
+    from selfverify.judges.registry import load_verifier
 
     verifier = load_verifier("embedded-rule")
     good, bad = verifier.verify_batch(

@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from selfverify.config import RolloutConfig
+from selfverify.config.schema import ModelSpec, RolloutConfig
 from selfverify.loop import main
-from selfverify.models import ModelSpec
-from selfverify.vllm_engine import LOGPROB_TOLERANCE, WeightSyncError
-from selfverify.workers import build
+from selfverify.runtime.vllm_engine import LOGPROB_TOLERANCE, WeightSyncError
+from selfverify.runtime.workers import build
 
 VLLM_PYTHON = os.environ.get(
     "SELFVERIFY_VLLM_PYTHON", str(Path(__file__).parents[1] / ".venv-vllm/bin/python")

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from selfverify.judges.prose_judge import ProseFormat, parse_analysis, parse_meta
 from selfverify.tasks import TaskSpec, check_solution
 from selfverify.tasks.arithmetic import CORRUPTIONS
 from selfverify.tasks.worded import WordedArithmeticTask, embedded_line, worded_line
-from verifiers.prose_judge import ProseFormat, parse_analysis, parse_meta
 
 TASK = WordedArithmeticTask(TaskSpec(min_ops=2, max_ops=4, max_operand=9, ops="+-*"))
 FMT = ProseFormat(TASK)

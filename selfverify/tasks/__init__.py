@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from selfverify.io import SourceError
+from selfverify.config.schema import TaskSpec
 from selfverify.tasks.arithmetic import (
     EmbeddedTask,
     Problem,
-    TaskSpec,
     check_solution,
     heldout_split,
     parse_problem,
@@ -22,9 +21,10 @@ from selfverify.tasks.arithmetic import (
 )
 from selfverify.tasks.base import Prompter, StepCheck, Task, raw_prompter
 from selfverify.tasks.worded import WordedArithmeticTask
+from selfverify.utils.io import SourceError
 
 if TYPE_CHECKING:
-    from selfverify.config import TaskConfig
+    from selfverify.config.schema import TaskConfig
 
 TASKS = ("embedded", "arithmetic_nl", "gsm8k", "math")
 

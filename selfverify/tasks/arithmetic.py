@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from selfverify.config.schema import TaskSpec
 from selfverify.tasks.base import StepCheck, labelled_steps
 
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
@@ -69,17 +70,6 @@ class Problem:
     def direct_solution(self) -> str:
         """The answer alone, with no working: a shortcut the checker marks wrong at step 0."""
         return f"{ANSWER_PREFIX}{self.answer}"
-
-
-@dataclass
-class TaskSpec:
-    """Difficulty of the embedded task (configured under ``task`` in the YAML)."""
-
-    min_ops: int = 2
-    max_ops: int = 4
-    max_operand: int = 9
-    ops: str = "+-"
-    max_mul_operand: int = 9
 
 
 def sample_problem(rng: random.Random, spec: TaskSpec) -> Problem:

@@ -1,16 +1,17 @@
 """GSM8K and MATH behind the task seam (DESIGN §2): real word problems, labelled by the arithmetic rule.
 
-Records come from :func:`selfverify.realmath.load_math_dataset` (a hub name for users with a hub, or a
+Records come from :func:`selfverify.tasks.realmath.load_math_dataset` (a hub name for users with a hub, or a
 local ``.jsonl``/``.json``/``.parquet`` file such as the samples shipped in ``selfverify.data``, see
 :func:`data_path`). The generator is asked to reason one step per line and to end with a line
 ``Answer: <final answer>``.
 
-Step labels are the arithmetic rule's (:class:`verifiers.arith_rule.ArithmeticRuleVerifier`), not
+Step labels are the arithmetic rule's (:class:`selfverify.judges.arith_rule.ArithmeticRuleVerifier`), not
 ground truth, so ``exact_step_labels`` is False: a step is wrong when one of its numeric claims is
 false; wrong setups with right arithmetic pass. The final answer is the one the solution states with
 an answer marker ("Answer:", "the answer is", ``\\boxed{}``, ``####``; a bare last number is not an
-answer here, since the task asks for an answer line), read by :func:`~verifiers.arith_rule.final_answer`
-and compared with :func:`~selfverify.realmath.answers_equal`. When every step passes but that answer
+answer here, since the task asks for an answer line), read by
+:func:`~selfverify.judges.arith_rule.final_answer` and compared with
+:func:`~selfverify.tasks.realmath.answers_equal`. When every step passes but that answer
 is wrong or missing, the last step is the wrong one; nothing after the earliest wrong step counts.
 
 Held-out problems come from ``heldout_source`` when one is given (training records asking a held-out
@@ -30,12 +31,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from selfverify.io import OnError, RecordError, read_records, report_record_error
-from selfverify.realmath import answers_equal, load_math_dataset, split_steps
+from selfverify.judges.arith_rule import ArithmeticRuleVerifier, final_answer
+from selfverify.judges.base import VerifyInput
+from selfverify.judges.records import parse_record
 from selfverify.tasks.arithmetic import OFFSETS
 from selfverify.tasks.base import Prompter, StepCheck, labelled_steps, raw_prompter
-from verifiers.arith_rule import ArithmeticRuleVerifier, final_answer
-from verifiers.base import VerifyInput
+from selfverify.tasks.realmath import answers_equal, load_math_dataset, split_steps
+from selfverify.utils.io import OnError, RecordError, read_records, report_record_error
 
 MathKind = Literal["gsm8k", "math"]
 MATH_KINDS: tuple[str, ...] = ("gsm8k", "math")
@@ -315,13 +317,10 @@ class MathDatasetTask:
         (``{"id", "problem", "steps", "label"}``, JSONL or a JSON array): the judge's seed data.
 
         Malformed or unlabelled records are reported with their line number (a warning with
-        ``on_error="skip"``, a :class:`~selfverify.io.RecordError` with ``"fail"``). The problems have
+        ``on_error="skip"``, a :class:`~selfverify.utils.io.RecordError` with ``"fail"``). The problems have
         no reference answer or solution; from then on :meth:`check` labels exactly these steps by the
         file (the loop's ``loop.judge_seed``).
         """
-        # Imported here: selfverify.score pulls in torch, which nothing else of this task needs.
-        from selfverify.score import parse_record
-
         out = []
         for line_no, record in read_records(path, on_error=on_error):
             try:

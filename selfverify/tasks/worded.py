@@ -14,8 +14,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from selfverify.tasks import arithmetic
-from selfverify.tasks.arithmetic import ANSWER_PREFIX, STEP_RE, Problem, TaskSpec
+import selfverify.tasks.arithmetic as arithmetic
+from selfverify.config.schema import TaskSpec
+from selfverify.tasks.arithmetic import ANSWER_PREFIX, STEP_RE, Problem
 from selfverify.tasks.base import Prompter, StepCheck, raw_prompter
 
 ANSWER_WORD = "Answer:"

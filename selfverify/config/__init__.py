@@ -1,0 +1,1 @@
+"""The run configuration: the schema (a leaf) and its loader."""

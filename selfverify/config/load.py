@@ -1,0 +1,259 @@
+"""Loading the run configuration: YAML presets and dotted command-line overrides into the schema.
+
+Resolution order (later wins): schema defaults < the config file (configs/default.yaml unless
+``--config``) < the objective preset ``configs/objectives/<objective>.yaml`` < command-line overrides.
+OmegaConf checks every key and type against the schema, so a typo or a wrong type fails before any
+work starts, with the key named; ``check_choices`` then checks the values against the registries.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from selfverify.algos import ADVANTAGE_ESTIMATORS, AGG_MODES, KL_KINDS, POLICY_LOSSES
+from selfverify.config.schema import Config
+from selfverify.judges.generative import FORMATS
+from selfverify.runtime.models import AUTOCAST_DTYPES, DEVICES, DTYPES
+from selfverify.tasks import TASKS
+from selfverify.tasks.arithmetic import CORRUPTIONS
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the offending key in the message."""
+
+
+def config_dir() -> Path:
+    """configs/ of the installed package (the repository's top-level configs/)."""
+    return Path(str(resources.files("selfverify.configs")))
+
+
+def objective_names() -> list[str]:
+    return sorted(p.stem for p in (config_dir() / "objectives").glob("*.yaml"))
+
+
+def _describe(err: OmegaConfBaseException) -> str:
+    key = getattr(err, "full_key", None)
+    msg = next(iter((getattr(err, "msg", None) or str(err)).splitlines()), type(err).__name__)
+    return f"config key '{key}': {msg}" if key else msg
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    return getattr(err, "problem", None) or next(iter(str(err).splitlines()), type(err).__name__)
+
+
+def _read_yaml(path: Path, what: str) -> DictConfig:
+    """A YAML mapping from ``path``; bad YAML, bad encoding or a non-mapping raise ConfigError."""
+    try:
+        loaded = OmegaConf.load(path)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{what} {path}{where}: not valid YAML: {_yaml_problem(err)}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path}: not UTF-8 text") from None
+    except OSError as err:  # OmegaConf's word for a top-level scalar or list, or an unreadable file
+        raise ConfigError(f"{what} {path}: {err}; expected a mapping of keys to values") from None
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"{what} {path}: {_describe(err)}") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{what} {path}: expected a mapping of keys to values at the top level")
+    return loaded
+
+
+# Whole-section shorthands on the command line: task=gsm8k, model=<path or hub name>, backend=ray,
+# train=deepspeed, rollout=vllm.
+SHORTHANDS = {
+    "task": "task.name",
+    "model": "model.path",
+    "backend": "backend.name",
+    "train": "train.engine",
+    "rollout": "rollout.engine",
+}
+
+
+def _read_override(item: str) -> DictConfig:
+    """One ``key=value`` override (the value is YAML); a malformed one raises ConfigError naming it."""
+    key, sep, value = item.partition("=")
+    if key.strip() in SHORTHANDS:
+        item = f"{SHORTHANDS[key.strip()]}={value}"
+    if not sep or not key.strip():
+        raise ConfigError(f"override {item!r}: expected key=value, e.g. rl.lr=1e-5")
+    try:
+        return OmegaConf.from_dotlist([item])
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config key '{key}': value is not valid YAML: {_yaml_problem(err)}") from None
+    except (OmegaConfBaseException, ValueError) as err:
+        problem = next(iter(str(err).splitlines()), type(err).__name__)
+        raise ConfigError(f"override {item!r}: {problem}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Resolve the configuration (see the module docstring) into a typed ``Config``."""
+    path = Path(path) if path is not None else config_dir() / "default.yaml"
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    file_cfg = _read_yaml(path, "config file")
+    cli = [(item, _read_override(item)) for item in overrides or []]
+    try:
+        cfg: DictConfig = OmegaConf.merge(OmegaConf.structured(Config), file_cfg)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"config file {path}: {_describe(err)}") from None
+    objective = next((c.objective for _, c in reversed(cli) if "objective" in c), cfg.objective)
+    if objective is not None:
+        if str(objective) not in objective_names():
+            raise ConfigError(
+                f"config key 'objective': unknown objective {objective!r}; known: {objective_names()}"
+            )
+        cfg = OmegaConf.merge(cfg, _read_yaml(config_dir() / "objectives" / f"{objective}.yaml", "preset"))
+    for item, override in cli:
+        try:
+            cfg = OmegaConf.merge(cfg, override)
+        except OmegaConfBaseException as err:
+            raise ConfigError(f"override {item!r}: {_describe(err)}") from None
+    try:
+        config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except OmegaConfBaseException as err:
+        raise ConfigError(_describe(err)) from None
+    check_choices(config)
+    return config
+
+
+REWARD_MODES = ("outcome", "process", "self_verify", "mix")
+PIPELINES = ("rl", "selfverify")
+# grpo_process is not a choice: it replaces the group estimators whenever there are step rewards.
+ADVANTAGES = tuple(sorted(set(ADVANTAGE_ESTIMATORS) - {"grpo_process"}))
+# Group estimators that have a process-supervision form (the rest would be silently replaced by it).
+PROCESS_ADVANTAGES = ("grpo", "gae", "reinforce_plus_plus")
+# Tasks whose rule labels every step exactly: their step labels can be the rl pipeline's process rewards.
+EXACT_STEP_TASKS = ("embedded", "arithmetic_nl")
+
+
+def check_choices(cfg: Config) -> None:
+    """Values the schema's types cannot restrict, each error naming its key and the allowed values."""
+    choices = {
+        "pipeline": (cfg.pipeline, PIPELINES),
+        "task.name": (cfg.task.name, TASKS),
+        "model.dtype": (cfg.model.dtype, tuple(DTYPES)),
+        "model.device": (cfg.model.device, DEVICES),
+        "model.autocast": (cfg.model.autocast, (None, *AUTOCAST_DTYPES)),
+        "loop.judge_model.autocast": (cfg.loop.judge_model.autocast, (None, *AUTOCAST_DTYPES)),
+        "loop.meta_model.autocast": (cfg.loop.meta_model.autocast, (None, *AUTOCAST_DTYPES)),
+        "rl.critic_model.autocast": (cfg.rl.critic_model.autocast, (None, *AUTOCAST_DTYPES)),
+        "loop.judge_model.dtype": (cfg.loop.judge_model.dtype, tuple(DTYPES)),
+        "loop.judge_model.device": (cfg.loop.judge_model.device, DEVICES),
+        "loop.meta_model.dtype": (cfg.loop.meta_model.dtype, tuple(DTYPES)),
+        "loop.meta_model.device": (cfg.loop.meta_model.device, DEVICES),
+        "rl.critic_model.dtype": (cfg.rl.critic_model.dtype, tuple(DTYPES)),
+        "rl.critic_model.device": (cfg.rl.critic_model.device, DEVICES),
+        "rl.advantage": (cfg.rl.advantage, ADVANTAGES),
+        "rl.policy_loss": (cfg.rl.policy_loss, tuple(sorted(POLICY_LOSSES))),
+        "rl.agg_mode": (cfg.rl.agg_mode, AGG_MODES),
+        "rl.kl_kind": (cfg.rl.kl_kind, KL_KINDS),
+        "rl.lr_schedule": (cfg.rl.lr_schedule, ("constant", "cosine")),
+        "reward.mode": (cfg.reward.mode, REWARD_MODES),
+        "loop.labels": (cfg.loop.labels, ("auto", "truth")),
+        "loop.judge_format": (cfg.loop.judge_format, (None, *FORMATS)),
+        "loop.meta_audit": (cfg.loop.meta_audit, ("prompted", "blind", "auto")),
+        "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
+        "backend.name": (cfg.backend.name, ("local", "ray")),
+        "backend.placement": (cfg.backend.placement, ("pack", "spread")),
+        "train.engine": (cfg.train.engine, ("torch", "deepspeed")),
+        "train.zero_stage": (cfg.train.zero_stage, (1, 2, 3)),
+        "rollout.engine": (cfg.rollout.engine, ("hf", "vllm")),
+    }
+    for key, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ConfigError(f"config key '{key}': {value!r} is not one of {list(allowed)}")
+    counts = {
+        "rl.prompts_per_step": cfg.rl.prompts_per_step,
+        "rl.group_size": cfg.rl.group_size,
+        "rl.epochs": cfg.rl.epochs,
+        "rl.mini_batches": cfg.rl.mini_batches,
+        "rl.micro_batch_size": cfg.rl.micro_batch_size,
+        "rl.max_gen_rounds": cfg.rl.max_gen_rounds,
+        "loop.judge_prompts_per_step": cfg.loop.judge_prompts_per_step,
+        "loop.judge_group_size": cfg.loop.judge_group_size,
+        "loop.judge_batch_size": cfg.loop.judge_batch_size,
+        "loop.judge_val_samples": cfg.loop.judge_val_samples,
+        "loop.judge_extend_steps": cfg.loop.judge_extend_steps,
+        "eval_batch_size": cfg.eval_batch_size,
+        "train.ranks": cfg.train.ranks,
+    }
+    for key, value in counts.items():
+        if value < 1:
+            raise ConfigError(f"config key '{key}': {value!r} must be at least 1")
+    if cfg.train.ranks > 1 and (cfg.train.engine != "deepspeed" or cfg.backend.name != "ray"):
+        raise ConfigError(
+            f"config key 'train.ranks': {cfg.train.ranks} data-parallel ranks need train.engine=deepspeed "
+            "and backend=ray (which starts one process per rank)"
+        )
+    if cfg.loop.judge_seed is not None and cfg.task.name not in ("gsm8k", "math"):
+        raise ConfigError(
+            f"config key 'loop.judge_seed': seed data is read for task=gsm8k or task=math, not "
+            f"{cfg.task.name!r} (whose own samples the rule labels exactly)"
+        )
+    if cfg.loop.meta_audit != "prompted" and not cfg.loop.meta_apart:
+        raise ConfigError(
+            f"config key 'loop.meta_audit': {cfg.loop.meta_audit!r} needs loop.meta_apart=true, a "
+            "meta-verifier trained as a judge of its own (auditing blind, the verifier's own model confirms "
+            "each analysis it writes)"
+        )
+    if cfg.loop.meta_audit == "auto" and cfg.loop.judge_val_f1 is None:
+        raise ConfigError(
+            "config key 'loop.meta_audit': 'auto' needs loop.judge_val_f1, the check whose bar the "
+            "meta-verifier apart must pass to audit blind"
+        )
+    if cfg.rl.dual_clip_c is not None and cfg.rl.dual_clip_c <= 1:
+        raise ConfigError(f"config key 'rl.dual_clip_c': {cfg.rl.dual_clip_c!r} must be > 1 (or null: off)")
+    if cfg.rl.kl_coef < 0:
+        raise ConfigError(f"config key 'rl.kl_coef': {cfg.rl.kl_coef!r} is negative")
+    if cfg.loop.judge_max_extends < 0:
+        raise ConfigError(f"config key 'loop.judge_max_extends': {cfg.loop.judge_max_extends!r} is negative")
+    fractions = {
+        "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
+        "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
+        "loop.judge_meta_fraction": cfg.loop.judge_meta_fraction,
+        "loop.auto_sft_fraction": cfg.loop.auto_sft_fraction,
+    }
+    if cfg.loop.judge_val_f1 is not None:
+        fractions["loop.judge_val_f1"] = cfg.loop.judge_val_f1
+    for key, value in fractions.items():
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"config key '{key}': {value!r} is not a fraction in [0, 1]")
+    weights = cfg.loop.judge_error_weights
+    for kind, weight in weights.items():
+        if kind not in CORRUPTIONS:
+            raise ConfigError(f"config key 'loop.judge_error_weights.{kind}': not one of {list(CORRUPTIONS)}")
+        if weight < 0:
+            raise ConfigError(f"config key 'loop.judge_error_weights.{kind}': {weight!r} is negative")
+    if sum(weights.values()) <= 0:
+        raise ConfigError("config key 'loop.judge_error_weights': no kind of error has a positive weight")
+    if cfg.reward.mode in ("process", "mix") and cfg.rl.advantage not in PROCESS_ADVANTAGES:
+        raise ConfigError(
+            f"config key 'rl.advantage': {cfg.rl.advantage!r} has no process-supervision form for "
+            f"reward.mode={cfg.reward.mode!r}; use one of {list(PROCESS_ADVANTAGES)} or reward.mode=outcome"
+        )
+    if cfg.pipeline == "rl" and cfg.reward.mode == "self_verify":
+        raise ConfigError(
+            "config key 'reward.mode': 'self_verify' needs a verifier and a meta-verifier "
+            "(pipeline=selfverify)"
+        )
+    if cfg.pipeline == "rl" and cfg.reward.mode != "outcome" and cfg.task.name not in EXACT_STEP_TASKS:
+        raise ConfigError(
+            f"config key 'reward.mode': {cfg.reward.mode!r} in the rl pipeline takes its step rewards from "
+            f"the task's exact step labels (task={'|'.join(EXACT_STEP_TASKS)}); task={cfg.task.name} has "
+            "none, so use pipeline=selfverify (the judge's step verdicts) or reward.mode=outcome"
+        )
+
+
+def to_yaml(cfg: Config) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def to_dict(cfg: Config) -> dict:
+    return OmegaConf.to_container(OmegaConf.structured(cfg))  # type: ignore[return-value]

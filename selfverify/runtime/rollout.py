@@ -1,0 +1,276 @@
+"""Rollouts: batched, KV-cached sampling of responses, and the tensor layout every update reads.
+
+Layout of a batch: ``input_ids`` = [left-padded prompt block (P tokens) | right-padded response block
+(T tokens)]. ``response_mask`` [B, T] marks response tokens up to and including the end-of-sequence
+token. Position ids are ``cumsum(attention_mask) - 1`` everywhere, which is what ``generate`` uses for
+left-padded prompts, so logprobs recomputed for training match the sampling distribution.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+
+from selfverify.algos import logprobs_from_logits
+from selfverify.runtime.models import stop_token_ids
+
+# The forward's key/value cache argument and output: ``cache`` in recent transformers, before that
+# ``past_key_values``.
+_FORWARD_ARGS = inspect.signature(LlamaForCausalLM.forward).parameters
+CACHE_ARG = "cache" if "cache" in _FORWARD_ARGS else "past_key_values"
+
+
+@dataclass
+class Rollout:
+    input_ids: torch.Tensor  # [B, P+T]
+    attention_mask: torch.Tensor  # [B, P+T]
+    response_mask: torch.Tensor  # [B, T] float
+    prompt_len: int
+    texts: list[str]  # decoded responses without special tokens
+    truncated: torch.Tensor  # [B] bool: stopped by the length limit, not by end-of-sequence
+
+    @property
+    def responses(self) -> torch.Tensor:
+        return self.input_ids[:, self.prompt_len :]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.response_mask.sum(-1)
+
+    def select(self, idx: torch.Tensor | slice) -> Rollout:
+        rows = range(len(self.texts))[idx] if isinstance(idx, slice) else idx.tolist()
+        return Rollout(
+            self.input_ids[idx],
+            self.attention_mask[idx],
+            self.response_mask[idx],
+            self.prompt_len,
+            [self.texts[i] for i in rows],
+            self.truncated[idx],
+        )
+
+
+def stop_mask(responses: torch.Tensor, stop_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask through the first stop token; rows with none are truncated."""
+    is_eos = torch.isin(responses, torch.tensor(list(stop_ids), device=responses.device))
+    after_eos = (is_eos.cumsum(-1) - is_eos.long()) > 0  # strictly after the first eos
+    return (~after_eos).float(), ~is_eos.any(-1)
+
+
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]) -> dict[str, torch.Tensor]:
+    return tokenizer(
+        prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+    )
+
+
+@torch.no_grad()
+def sample(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    greedy: bool = False,
+    seed: int | None = None,
+) -> Rollout:
+    """Sample one response per prompt (repeat a prompt G times for a group)."""
+    enc = encode_prompts(tokenizer, prompts)
+    stop = stop_token_ids(model, tokenizer)
+    # Sampling reads the full distribution: top_k=None would fall back to transformers' default of 50.
+    sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+    gen = GenerationConfig(
+        max_new_tokens=max_new_tokens, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id, **sampling
+    )
+    if seed is not None:
+        torch.manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    out = model.generate(**{k: v.to(model.device) for k, v in enc.items()}, generation_config=gen).cpu()
+    model.train(was_training)
+    prompt_len = enc["input_ids"].shape[1]
+    responses = out[:, prompt_len:]
+    response_mask, truncated = stop_mask(responses, stop)
+    attention_mask = torch.cat([enc["attention_mask"], response_mask.long()], dim=1)
+    texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
+    return Rollout(out, attention_mask, response_mask, prompt_len, texts, truncated)
+
+
+def sample_texts(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    greedy: bool = False,
+    temperature: float = 1.0,
+    seed: int | None = None,
+) -> list[str]:
+    """One response text per prompt, sampled ``batch_size`` prompts at a time (batch i seeded
+    ``seed + i``), for many prompts where only the texts matter."""
+    texts: list[str] = []
+    for i in range(0, len(prompts), batch_size):
+        out = sample(
+            model,
+            tokenizer,
+            list(prompts[i : i + batch_size]),
+            max_new_tokens=max_new_tokens,
+            greedy=greedy,
+            temperature=temperature,
+            seed=None if seed is None else seed + i,
+        )
+        texts.extend(out.texts)
+    return texts
+
+
+def encode_pairs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str]) -> Rollout:
+    """Teacher-forced batch in rollout layout: each response followed by end-of-sequence."""
+    enc = encode_prompts(tokenizer, prompts)
+    ids = [tokenizer(r, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for r in responses]
+    width = max(len(r) for r in ids)
+    resp = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(ids), width)
+    for i, r in enumerate(ids):
+        resp[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1.0
+    return Rollout(
+        torch.cat([enc["input_ids"], resp], dim=1),
+        torch.cat([enc["attention_mask"], mask.long()], dim=1),
+        mask,
+        enc["input_ids"].shape[1],
+        list(responses),
+        torch.zeros(len(ids), dtype=torch.bool),
+    )
+
+
+def encode_by_length(
+    tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str], parts: int = 4
+) -> list[Rollout]:
+    """One teacher-forced batch as ``encode_pairs`` of up to ``parts`` groups of pairs of similar length
+    (by prompt, then response, in characters), each padded only to its own longest. A batch mixing short
+    and long pairs (verifier and meta-verifier examples) is then about half padding instead of twice its
+    tokens; :func:`selfverify.runtime.trainer.sft_step` averages over the groups together."""
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), len(responses[i])))
+    size = -(-len(order) // max(1, parts))
+    return [
+        encode_pairs(tokenizer, [prompts[i] for i in group], [responses[i] for i in group])
+        for group in (order[j : j + size] for j in range(0, len(order), size))
+    ]
+
+
+def response_logits(
+    model: torch.nn.Module, batch: Rollout, temperature: float = 1.0, share_prompts: bool = False
+) -> torch.Tensor:
+    """Logits [B, T, V] that predict each response token, scaled by the sampling temperature (on the
+    CPU). Only the response block's logits are computed: the prompt's would be [B, P, V] for nothing.
+
+    ``share_prompts``: each distinct prompt of the batch goes through the model once, and its keys and
+    values serve every response to it (a group's G samples), as they do in sampling. The same logits
+    and gradients up to float rounding, for P + G·T tokens a group instead of G·(P + T).
+    """
+    device = model.device
+    input_ids = batch.input_ids.to(device)
+    attention = batch.attention_mask.to(device)
+    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    p, t = batch.prompt_len, batch.response_mask.shape[1]
+    index = None
+    if share_prompts:
+        prompts = torch.cat([input_ids[:, :p], attention[:, :p]], dim=1)
+        distinct, index = torch.unique(prompts, dim=0, return_inverse=True)
+        if len(distinct) == len(index):
+            index = None  # no prompt repeats: nothing to share
+    if index is None:
+        logits = model(
+            input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t + 1
+        ).logits[:, :-1]
+    else:
+        rows = torch.arange(len(index), device=device)
+        first = torch.full_like(distinct[:, 0], len(index)).scatter_reduce(0, index, rows, "amin")
+        prompt = model(
+            input_ids=input_ids[first, :p],
+            attention_mask=attention[first, :p],
+            position_ids=position_ids[first, :p],
+            use_cache=True,
+            logits_to_keep=1,  # the last prompt position predicts the first response token
+        )
+        cache = prompt[CACHE_ARG]
+        cache.reorder_cache(index)  # each response's row of keys and values; gradients flow back
+        responses = model(
+            input_ids=input_ids[:, p:],
+            attention_mask=attention,
+            position_ids=position_ids[:, p:],
+            logits_to_keep=t,
+            **{CACHE_ARG: cache},
+        ).logits
+        logits = torch.cat([prompt.logits[index], responses[:, :-1]], dim=1)
+    return logits.float().cpu() / temperature
+
+
+def response_logprobs(
+    model: torch.nn.Module,
+    batch: Rollout,
+    temperature: float = 1.0,
+    micro_batch_size: int | None = None,
+    share_prompts: bool = False,
+) -> torch.Tensor:
+    """Log-probs [B, T] of the response tokens. Under ``torch.no_grad`` pass ``micro_batch_size``: rows
+    are then run that many at a time, so a large vocabulary's [B, T, V] logits never exist at once.
+    ``share_prompts``: as in :func:`response_logits`."""
+    rows = len(batch.texts)
+    size = micro_batch_size or rows
+    return torch.cat(
+        [
+            logprobs_from_logits(response_logits(model, part, temperature, share_prompts), part.responses)
+            for part in (batch.select(slice(i, i + size)) for i in range(0, rows, size))
+        ]
+    )
+
+
+def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
+    """Stack rollouts of different prompt/response widths into one batch of the same layout."""
+    if len(parts) == 1:
+        return parts[0]
+    p_len = max(r.prompt_len for r in parts)
+    t_len = max(r.response_mask.shape[1] for r in parts)
+    ids, attn, mask = [], [], []
+    for r in parts:
+        left, right = p_len - r.prompt_len, t_len - r.response_mask.shape[1]
+        ids.append(torch.nn.functional.pad(r.input_ids, (left, right), value=pad_id))
+        attn.append(torch.nn.functional.pad(r.attention_mask, (left, right), value=0))
+        mask.append(torch.nn.functional.pad(r.response_mask, (0, right), value=0.0))
+    return Rollout(
+        torch.cat(ids),
+        torch.cat(attn),
+        torch.cat(mask),
+        p_len,
+        [t for r in parts for t in r.texts],
+        torch.cat([r.truncated for r in parts]),
+    )
+
+
+def line_end_tokens(tokenizer: PreTrainedTokenizerBase, rollout: Rollout) -> list[list[int]]:
+    """Per response, the index of the token that ends each non-empty line (a step, as
+    ``selfverify.tasks.split_steps`` reads them): the token holding the newline after the line, and
+    for the last line the response's last token (its end-of-sequence when it has one)."""
+    out, pieces = [], {}  # each distinct token decoded once: this runs on every RL batch
+    for row, length in zip(rollout.responses.tolist(), rollout.lengths.long().tolist(), strict=True):
+        ends, has_text = [], False
+        for j, token in enumerate(row[:length]):
+            if token not in pieces:
+                pieces[token] = tokenizer.decode([token], skip_special_tokens=True)
+            piece = pieces[token]
+            for ch in piece:
+                if ch == "\n":
+                    if has_text:
+                        ends.append(j)
+                    has_text = False
+                elif not ch.isspace():
+                    has_text = True
+        if has_text:
+            ends.append(length - 1)
+        out.append(ends)
+    return out

@@ -1,0 +1,193 @@
+"""Training steps: the SFT step, the policy-gradient update and the value update of one model, over a
+training engine (``selfverify.runtime.engines``: torch or DeepSpeed).
+
+The update reads only tensors (a rollout, its old/reference logprobs and advantages) and a config;
+which advantage estimator and policy loss it uses are registry names (selfverify.algos).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+from selfverify.algos import (
+    aggregate,
+    entropy_from_logits,
+    get_policy_loss,
+    kl_penalty,
+    logprobs_from_logits,
+    masked_mean,
+    positive_lm_loss,
+    value_loss,
+)
+from selfverify.config.schema import RLConfig
+from selfverify.runtime.engines import TrainEngine
+from selfverify.runtime.rollout import Rollout, response_logits, response_logprobs
+
+
+def sft_step(engine: TrainEngine, batch: Rollout | Sequence[Rollout]) -> dict[str, float]:
+    """One supervised step: mean NLL of the response tokens (prompt tokens carry no loss) over a batch,
+    or over the groups of one batch (``rollout.encode_by_length``): gradients accumulate, each group's
+    summed NLL divided by the batch's token count, so the step does not depend on the grouping (nor on
+    how the engine splits rows over ranks)."""
+    parts = [batch] if isinstance(batch, Rollout) else list(batch)
+    n_tokens = sum(float(b.response_mask.sum()) for b in parts)
+    chunks = [
+        (b, rows, w)
+        for b in parts
+        for rows, w in engine.micro_batches(torch.arange(len(b.texts)), len(b.texts))
+    ]
+    loss = 0.0
+    for i, (b, rows, w) in enumerate(chunks):
+        mb = b.select(rows)
+        part = -(response_logprobs(engine.model, mb) * mb.response_mask).sum() / n_tokens * w
+        engine.backward(part, last=i == len(chunks) - 1)
+        loss += part.item()
+    grad_norm = engine.step()
+    lr = engine.scheduler.get_last_lr()[0]  # the rate this step used, logged before the schedule moves
+    engine.scheduler.step()
+    return {"loss": engine.reduce({"loss": loss})["loss"], "grad_norm": grad_norm, "lr": lr}
+
+
+def on_policy(cfg: RLConfig) -> bool:
+    """One optimizer step per rollout batch: π_old is then the policy being updated, so its log-probs
+    are that update's own forward pass, detached, and need no separate forward (as in verl)."""
+    return cfg.epochs == 1 and cfg.mini_batches == 1
+
+
+def policy_update(
+    engine: TrainEngine,
+    batch: Rollout,
+    *,
+    old_logprobs: torch.Tensor | None,
+    advantages: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    cfg: RLConfig,
+    seed: int,
+    positive: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """``epochs`` passes of ``mini_batches`` optimizer steps over one rollout batch; one scheduler step.
+
+    Each optimizer step accumulates gradients over micro-batches; every loss is aggregated with the
+    mini-batch's global token/sequence counts, so the gradient does not depend on micro_batch_size.
+    ``positive`` [B] marks correct responses for VAPO's positive-example LM loss (``cfg.pos_lm_coef``).
+    ``old_logprobs`` None (only when :func:`on_policy`): π_old is this forward's log-probs, detached.
+    Returned losses are per optimizer step (micro-batch and rank parts summed); diagnostics are token
+    means.
+    """
+    if old_logprobs is None and not on_policy(cfg):
+        # Past the first optimizer step the policy has moved: its own log-probs are no longer π_old.
+        raise ValueError("old_logprobs are needed with more than one optimizer step per batch")
+    loss_fn = get_policy_loss(cfg.policy_loss)
+    # Dr.GRPO's constant normaliser: the generation budget.
+    agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}
+    n = len(batch.texts)
+    gen = torch.Generator().manual_seed(seed)
+    losses: dict[str, float] = defaultdict(float)  # summed over micro-batches, averaged over steps
+    means: dict[str, float] = defaultdict(float)  # token-weighted means
+    weight, grad_norms = 0.0, []
+    for _ in range(cfg.epochs):
+        order = torch.randperm(n, generator=gen) if cfg.mini_batches > 1 else torch.arange(n)
+        for mini in order.chunk(cfg.mini_batches):
+            if cfg.share_prompts:  # a group's rows side by side, so micro-batches share their prompts
+                mini = mini.sort().values
+            mask = batch.response_mask[mini]
+            counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
+            pos_counts = {}
+            if positive is not None and cfg.pos_lm_coef > 0:
+                pos_mask = mask * positive[mini, None].float()
+                pos_counts = {"num_tokens": pos_mask.sum(), "num_seqs": (pos_mask.sum(-1) > 0).sum()}
+            use_pos = bool(pos_counts) and pos_counts["num_tokens"] > 0  # no correct sample: no LM term
+            micros = engine.micro_batches(mini, cfg.micro_batch_size)
+            for i, (micro, scale) in enumerate(micros):
+                mb = batch.select(micro)
+                logits = response_logits(engine.model, mb, cfg.temperature, cfg.share_prompts)
+                logprob = logprobs_from_logits(logits, mb.responses)
+                pg_loss, stats = loss_fn(
+                    logprob,
+                    logprob.detach() if old_logprobs is None else old_logprobs[micro],
+                    advantages[micro],
+                    mb.response_mask,
+                    clip_low=cfg.clip_low,
+                    clip_high=cfg.clip_high,
+                    dual_clip_c=cfg.dual_clip_c,
+                    **agg,
+                    **counts,
+                )
+                terms = {"pg_loss": pg_loss}
+                entropy = entropy_from_logits(logits)
+                if cfg.entropy_coef:
+                    terms["entropy_loss"] = -cfg.entropy_coef * aggregate(
+                        entropy, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
+                    )
+                if ref_logprobs is not None:
+                    kl = kl_penalty(logprob, ref_logprobs[micro], cfg.kl_kind)
+                    if not cfg.kl_in_reward:
+                        terms["kl_loss"] = cfg.kl_coef * aggregate(
+                            kl, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
+                        )
+                    stats["kl"] = masked_mean(kl.detach(), mb.response_mask)
+                if pos_counts:
+                    terms["pos_lm_loss"] = (
+                        cfg.pos_lm_coef
+                        * positive_lm_loss(logprob, mb.response_mask, positive[micro], **agg, **pos_counts)
+                        if use_pos
+                        else logprob.new_zeros(())
+                    )
+                engine.backward(sum(terms.values()) * scale, last=i == len(micros) - 1)
+                for k, v in terms.items():
+                    losses[k] += v.item() * scale
+                w = mb.response_mask.sum().item() * scale
+                stats["entropy"] = masked_mean(entropy.detach(), mb.response_mask)
+                for k, v in stats.items():
+                    means[k] += float(v) * w
+                weight += w
+            grad_norms.append(engine.step())
+    lr = engine.scheduler.get_last_lr()[0]  # the rate this step used, logged before the schedule moves
+    engine.scheduler.step()
+    steps = len(grad_norms)
+    summed = engine.reduce({**losses, **{f"mean/{k}": v for k, v in means.items()}, "weight": weight})
+    return {
+        **{k: summed[k] / steps for k in losses},
+        **{k: summed[f"mean/{k}"] / max(summed["weight"], 1.0) for k in means},
+        "grad_norm": sum(grad_norms) / steps,
+        "lr": lr,
+    }
+
+
+def value_update(
+    engine: TrainEngine,
+    batch: Rollout,
+    *,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    cfg: RLConfig,
+) -> dict[str, float]:
+    """One pass of clipped value regression on the rollout (same micro-batching rule as the policy)."""
+    mask = batch.response_mask
+    counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
+    total, clipfrac = 0.0, 0.0
+    micros = engine.micro_batches(torch.arange(len(batch.texts)), cfg.micro_batch_size)
+    for i, (micro, scale) in enumerate(micros):
+        mb = batch.select(micro)
+        loss, stats = value_loss(
+            engine.model(mb),
+            old_values[micro],
+            returns[micro],
+            mb.response_mask,
+            clip_range=cfg.value_clip,
+            agg_mode="token-mean",
+            **counts,
+        )
+        engine.backward(loss * scale, last=i == len(micros) - 1)
+        total += loss.item() * scale
+        clipfrac += stats["vf_clipfrac"].item() * mb.response_mask.sum().item() * scale
+    grad_norm = engine.step()
+    summed = engine.reduce({"value_loss": total, "clipped": clipfrac})
+    return {
+        "value_loss": summed["value_loss"],
+        "vf_clipfrac": summed["clipped"] / max(mask.sum().item(), 1.0),
+        "value_grad_norm": grad_norm,
+    }

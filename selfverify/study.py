@@ -1,0 +1,282 @@
+"""Studies: arms × seeds on the embedded world, summarised as a markdown table and learning curves.
+
+    python -m selfverify.study --objectives grpo,dapo,vapo --seeds 0,1,2 --out docs/study
+    python -m selfverify.study --arm lowlr=rl.lr=1e-6 --arm base= --out runs/lr-study rl.steps=100
+
+An arm is a name and a list of overrides (``--objectives A,B`` adds one arm ``objective=A`` per name).
+Trailing overrides apply to every run. Each run is an ordinary ``python -m selfverify.loop`` run in
+``OUT/runs/<arm>-seed<seed>``; finished runs are skipped, so a killed study resumes where it stopped.
+
+``--share-cold-start`` runs the cold start once per seed and starts every arm of that seed from it
+(``init_from``): for plain RL arms the generator's (``OUT/runs/cold-start-seed<seed>``: the trailing
+overrides, ``pipeline=rl`` and ``rl.steps=0``); for ``pipeline=selfverify`` arms the generator's and the
+judge's (``OUT/runs/loop-cold-start-seed<seed>``: ``loop.rounds=0``). Arms must then differ only after
+the cold start (objectives, RL knobs, the outcome, process and mix reward modes); a self_verify arm
+keeps its own cold start (its demonstrations differ). The wall column leaves shared cold starts out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from scipy import stats
+
+from selfverify.config.load import ConfigError, load_config
+from selfverify.loop import main as run_loop
+from selfverify.utils.io import atomic_write_text
+from selfverify.utils.tracking import read_metrics
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@dataclass
+class ArmResult:
+    name: str
+    finals: list[float]  # final held-out accuracy per seed
+    cold: list[float]  # cold-start accuracy per seed
+    steps_to_threshold: list[int | None]
+    walls: list[float]
+    curves: list[tuple[list[int], list[float]]]  # (RL step, held-out accuracy) per seed
+    # Behaviour over the last TAIL RL steps, per seed (the papers' entropy and length claims).
+    entropy: list[float] = field(default_factory=list)
+    length: list[float] = field(default_factory=list)
+    valid: list[float] = field(default_factory=list)  # final share of fully valid solutions
+    # Self-verification runs, last round per seed: verifier F1, meta-verifier accuracy, auto-label
+    # agreement with ground truth, verifier-minus-truth score gap.
+    verifier_f1: list[float | None] = field(default_factory=list)
+    meta_accuracy: list[float | None] = field(default_factory=list)
+    agreement: list[float | None] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
+    round_gaps: list[list[float]] = field(default_factory=list)  # the gap after each round, per seed
+
+
+def mean_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and the half-width of its Student-t confidence interval (0 for a single value)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return float(x.mean()), 0.0
+    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+    return float(x.mean()), float(half)
+
+
+def steps_to(curve: tuple[list[int], list[float]], threshold: float) -> int | None:
+    """First evaluated RL step whose held-out accuracy reaches ``threshold``."""
+    return next((s for s, a in zip(*curve, strict=True) if a >= threshold), None)
+
+
+TAIL = 20  # RL steps averaged for the entropy and length columns
+
+
+def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
+    res = ArmResult(name, [], [], [], [], [])
+    for d in run_dirs:
+        summary = json.loads((d / "summary.json").read_text())
+        records = read_metrics(d)
+        evals = [r for r in records if r["phase"] == "eval"]
+        tail = [r for r in records if r["phase"] == "rl"][-TAIL:]
+        if tail:
+            res.entropy.append(float(np.mean([r["entropy"] for r in tail])))
+            res.length.append(float(np.mean([r["response_length"] for r in tail])))
+        res.valid.append(summary.get("final_valid_solution_rate") or 0.0)
+        curve = ([r["step"] for r in evals], [r["accuracy"] for r in evals])
+        if not curve[0] or curve[0][0] != 0:  # a shared cold start: its evaluation is the run's step 0
+            curve = ([0, *curve[0]], [summary["cold_start_accuracy"], *curve[1]])
+        res.finals.append(summary["final_accuracy"])
+        res.cold.append(summary["cold_start_accuracy"])
+        res.walls.append(summary["wall_seconds"])
+        res.curves.append(curve)
+        res.steps_to_threshold.append(steps_to(curve, threshold))
+        if summary.get("rounds"):
+            last = summary["rounds"][-1]
+            res.verifier_f1.append(last["verifier_f1"])
+            res.meta_accuracy.append(last["meta_accuracy"])
+            res.agreement.append(last["auto_label_agreement"])
+            res.gaps.append(last["reward_hacking_gap"])
+            res.round_gaps.append([r["reward_hacking_gap"] for r in summary["rounds"]])
+    return res
+
+
+def paired_difference(finals: list[float], baseline: list[float]) -> tuple[float, float]:
+    """Mean ± 95% CI of an arm's final accuracy minus the baseline arm's, seed by seed.
+
+    Arms of one seed share the seed's data order (and, with --share-cold-start, its cold start), so
+    the per-seed differences vary less than either arm does across seeds: the paired interval is the
+    honest test of "arm A beats arm B" with a handful of seeds.
+    """
+    return mean_ci([a - b for a, b in zip(finals, baseline, strict=True)])
+
+
+def markdown_table(results: list[ArmResult], threshold: float) -> str:
+    """One row per arm, compared seed by seed with the first arm; self-verification arms add their
+    judges' figures (last round) and the verifier's score gap to truth."""
+    loop = any(r.gaps for r in results)
+    base = results[0]
+    extra = " verifier F1 | meta-verifier acc | auto-label agreement | verifier − truth |" if loop else ""
+    head = (
+        f"| arm | seeds | cold start | final accuracy (mean ± 95% CI) | gain | − {base.name} (paired) | "
+        f"steps to {threshold:.0%} (reached/seeds) | all steps valid | entropy (last {TAIL}) | "
+        f"length (last {TAIL}) | wall s |{extra}\n"
+        f"|---|---|---|---|---|---|---|---|---|---|---|{'---|' * 4 if loop else ''}\n"
+    )
+    rows = []
+    for r in results:
+        final, ci = mean_ci(r.finals)
+        cold = float(np.mean(r.cold))
+        reached = [s for s in r.steps_to_threshold if s is not None]
+        steps = (
+            f"{np.mean(reached):.0f} ({len(reached)}/{len(r.finals)})"
+            if reached
+            else f"— (0/{len(r.finals)})"
+        )
+        paired = "—"
+        if r is not base:  # every arm runs the same seeds
+            diff, diff_ci = paired_difference(r.finals, base.finals)
+            paired = f"{diff:+.3f} ± {diff_ci:.3f}"
+        rows.append(
+            f"| {r.name} | {len(r.finals)} | {cold:.3f} | {final:.3f} ± {ci:.3f} | {final - cold:+.3f} | "
+            f"{paired} | {steps} | {np.mean(r.valid):.3f} | {_mean(r.entropy, '.3f')} | "
+            f"{_mean(r.length, '.1f')} | {np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def _mean(values: list[float], fmt: str) -> str:
+    return format(float(np.mean(values)), fmt) if values else "—"
+
+
+def _loop_columns(r: ArmResult) -> str:
+    if not r.gaps:
+        return " — | — | — | — |"
+    cells = [
+        _mean([v for v in values if v is not None], ".3f")
+        for values in (r.verifier_f1, r.meta_accuracy, r.agreement)
+    ]
+    return f" {' | '.join(cells)} | {np.mean(r.gaps):+.3f} |"
+
+
+def plot_study(results: list[ArmResult], path: Path) -> None:
+    """Learning curves; self-verification studies add the verifier's score gap to truth per round."""
+    loop = any(r.round_gaps for r in results)
+    fig, axes = plt.subplots(1, 2 if loop else 1, figsize=(12 if loop else 7, 4.2), squeeze=False)
+    ax = axes[0, 0]
+    for r in results:
+        steps = r.curves[0][0]
+        acc = np.array([c[1] for c in r.curves if c[0] == steps])
+        mean = acc.mean(0)
+        (line,) = ax.plot(steps, mean, label=r.name)
+        if len(acc) > 1:
+            ax.fill_between(steps, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.15)
+    ax.set(
+        xlabel="RL step",
+        ylabel="held-out greedy accuracy",
+        title="Learning curves (mean; band = min–max over seeds)",
+    )
+    if loop:
+        gap_ax = axes[0, 1]
+        for i, r in enumerate(results):
+            if r.round_gaps:
+                gaps = np.array(r.round_gaps)
+                rounds = np.arange(gaps.shape[1]) + 0.04 * (i - len(results) / 2)  # arms side by side
+                mean = gaps.mean(0)
+                span = [mean - gaps.min(0), gaps.max(0) - mean]
+                gap_ax.errorbar(rounds, mean, yerr=span, marker="o", capsize=3, label=r.name)
+        gap_ax.axhline(0.0, color="grey", lw=0.8)
+        gap_ax.set(
+            xlabel="round",
+            ylabel="mean verifier score − true score",
+            title="Verifier − truth on fresh samples (mean; bar = min–max)",
+        )
+        gap_ax.set_xticks(np.arange(max(len(g) for r in results for g in r.round_gaps)))
+    for a in axes.flat:
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def parse_arm(text: str) -> tuple[str, list[str]]:
+    name, _, overrides = text.partition("=")
+    if not name:
+        raise argparse.ArgumentTypeError(f"--arm needs NAME=override,override...: {text!r}")
+    return name, [o for o in overrides.split(",") if o]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m selfverify.study", description=__doc__.split("\n")[0])
+    parser.add_argument("--objectives", default="", help="comma-separated objective presets, one arm each")
+    parser.add_argument("--arm", action="append", type=parse_arm, default=[], help="NAME=override,override")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--out", required=True, help="folder for study.md, curves.png, results.json, runs/")
+    parser.add_argument("--threshold", type=float, default=0.4, help="accuracy for the steps-to-reach column")
+    parser.add_argument("--no-progress", action="store_true", help="hide the runs' progress bars")
+    parser.add_argument(
+        "--share-cold-start", action="store_true", help="one cold start per seed, shared by every arm"
+    )
+    parser.add_argument("--config", help="YAML config of every run (default: the packaged default)")
+    parser.add_argument("overrides", nargs="*", help="overrides applied to every run")
+    args = parser.parse_args(argv)
+    arms = [(o, [f"objective={o}"]) for o in args.objectives.split(",") if o] + args.arm
+    if not arms:
+        parser.error("give --objectives and/or --arm")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = Path(args.out)
+    flags = ["--no-progress"] if args.no_progress else []
+    flags += ["--config", args.config] if args.config else []
+
+    def ensure_run(run_dir: Path, overrides: list[str]) -> int:
+        if (run_dir / "summary.json").exists():
+            return 0
+        print(f"== {run_dir.name}", file=sys.stderr)
+        return run_loop([*flags, "--run-dir", str(run_dir), *overrides])
+
+    def cold_start(seed: int, arm_overrides: list[str]) -> list[str]:
+        """The init_from override of an arm's shared cold start (run on first use), or none."""
+        if not args.share_cold_start:
+            return []
+        try:
+            cfg = load_config(args.config, [*args.overrides, *arm_overrides])
+        except ConfigError as err:
+            raise SystemExit(f"error: {err}") from None
+        if cfg.reward.mode == "self_verify":
+            return []
+        loop = cfg.pipeline == "selfverify"
+        cold_dir = out / "runs" / f"{'loop-' if loop else ''}cold-start-seed{seed}"
+        stage = ["pipeline=selfverify", "loop.rounds=0"] if loop else ["pipeline=rl", "rl.steps=0"]
+        if code := ensure_run(cold_dir, [*args.overrides, *stage, "reward.mode=outcome", f"seed={seed}"]):
+            raise SystemExit(code)
+        return [f"init_from={cold_dir / 'checkpoints' / ('latest' if loop else 'cold_start')}"]
+
+    results = []
+    for name, arm_overrides in arms:
+        dirs = []
+        for seed in seeds:
+            run_dir = out / "runs" / f"{name}-seed{seed}"
+            shared = cold_start(seed, arm_overrides)
+            if code := ensure_run(run_dir, [*args.overrides, *arm_overrides, *shared, f"seed={seed}"]):
+                return code
+            dirs.append(run_dir)
+        results.append(collect_arm(name, dirs, args.threshold))
+    command = "python -m selfverify.study " + " ".join(argv if argv is not None else sys.argv[1:])
+    table = markdown_table(results, args.threshold)
+    atomic_write_text(
+        out / "study.md", f"# Study\n\nCommand: `{command}`\n\n{table}\n![curves](curves.png)\n"
+    )
+    results_json = [r.__dict__ for r in results]
+    atomic_write_text(out / "results.json", json.dumps(results_json, indent=1))
+    plot_study(results, out / "curves.png")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
