@@ -300,8 +300,31 @@ def test_k3_is_non_negative_and_finite():
     ref = torch.cat([-10 * torch.rand(200), torch.tensor([0.0, -80.0])])
     k3 = kl_penalty(logprob, ref, "k3")
     assert (k3 >= 0).all() and torch.isfinite(k3).all()
-    # the clamp at |log ratio| = 10: e^10 - 10 - 1
-    assert k3[200].item() == pytest.approx(math.exp(10) - 11, rel=1e-5)
+    assert k3.max().item() <= 10.0  # verl's bound on the value (see the outlier test below)
+
+
+def test_k3_bounds_an_outlier_token_at_ten():
+    """One token the policy gives far less mass than π_ref (log π − log π_ref = −30, say a rare token
+    sampled at a high temperature) would add π_ref/π ≈ e^30 (e^10 ≈ 22,000 with the log ratio clamped
+    at ±10) to the KL term. verl's low_var_kl bounds the value at 10, and so does k3 here: the outlier
+    adds at most 10, and pushes no gradient beyond the bound."""
+    logprob = torch.full((1, 100), LN(0.5))
+    ref = torch.full((1, 100), LN(0.5))
+    logprob[0, 37] = -30.0  # the outlier; every other token agrees with π_ref (k3 = 0)
+    logprob.requires_grad_(True)
+    k3 = kl_penalty(logprob, ref, "k3")
+    assert k3[0, 37].item() == 10.0
+    assert (k3[0, :37] == 0).all() and (k3[0, 38:] == 0).all()
+    mean = k3.mean()
+    assert mean.item() == pytest.approx(10 / 100)  # was (e^10 - 11) / 100 ≈ 220
+    mean.backward()
+    assert logprob.grad[0, 37].item() == 0.0
+    # Below the bound k3 is the estimator itself: log ratio ln 8 -> 8 - ln 8 - 1 = 4.920558
+    near = kl_penalty(torch.tensor([[LN(1 / 16)]]), torch.tensor([[LN(0.5)]]), "k3")
+    assert_close(near, torch.tensor([[8 - LN(8) - 1]]))
+    # π far above π_ref: π_ref/π -> 0, k3 -> |log ratio| - 1, bounded at 10 as well
+    above = kl_penalty(torch.tensor([[0.0]]), torch.tensor([[-30.0]]), "k3")
+    assert above.item() == 10.0
 
 
 def test_value_loss_hand_case():

@@ -16,6 +16,7 @@ from selfverify.algos.utils import masked_mean, masked_sum
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_KINDS = ("k1", "k2", "k3")
+K3_LOG_RATIO_BOUND, K3_VALUE_BOUND = 20.0, 10.0  # verl's low_var_kl: see kl_penalty
 
 
 def aggregate(
@@ -203,7 +204,10 @@ def kl_penalty(logprob: Tensor, ref_logprob: Tensor, kind: str) -> Tensor:
     - ``k1`` = log π − log π_ref                       (unbiased, high variance, can be negative)
     - ``k2`` = ½ (log π − log π_ref)²                  (biased, low variance, ≥ 0)
     - ``k3`` = π_ref/π − log(π_ref/π) − 1              (unbiased, low variance, ≥ 0)
-    For k3 the log ratio is clamped to [−10, 10]: exp of a large ratio would otherwise blow up the loss.
+    k3 is bounded as verl's ``low_var_kl`` is: the log ratio clamped to [−20, 20] so exp stays finite,
+    then the value itself clamped to at most 10. Clamping the log ratio alone left one token that π
+    nearly rules out (π_ref/π huge) worth up to e^10 ≈ 22,000, outweighing the whole batch's KL term;
+    bounded, it adds at most 10 and no gradient.
     """
     log_ratio = logprob - ref_logprob
     if kind == "k1":
@@ -211,8 +215,8 @@ def kl_penalty(logprob: Tensor, ref_logprob: Tensor, kind: str) -> Tensor:
     if kind == "k2":
         return 0.5 * log_ratio**2
     if kind == "k3":
-        ref_log_ratio = (-log_ratio).clamp(-10.0, 10.0)
-        return torch.exp(ref_log_ratio) - ref_log_ratio - 1
+        ref_log_ratio = (-log_ratio).clamp(-K3_LOG_RATIO_BOUND, K3_LOG_RATIO_BOUND)
+        return (torch.exp(ref_log_ratio) - ref_log_ratio - 1).clamp(max=K3_VALUE_BOUND)
     raise ValueError(f"unknown KL estimator {kind!r}; known: {list(KL_KINDS)}")
 
 
