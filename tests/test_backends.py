@@ -4,6 +4,7 @@ command resumes it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def test_a_ray_worker_answers_as_the_local_one(ray_backend: RayBackend) -> None:
     assert remote.get_tokenizer()("Q:1")["input_ids"] == local.tokenizer("Q:1")["input_ids"]
     ctx = ray.get_runtime_context()
     assert ctx.get_node_id()  # a real cluster: this driver is attached to a node
+
+
+def test_a_ray_worker_keeps_the_model_autocast(ray_backend: RayBackend) -> None:
+    """``model.autocast`` reaches the actor's worker: its training step runs in bfloat16 as a local
+    worker's does (and unlike one without autocast), so the losses match the local one's exactly."""
+    spec = dataclasses.replace(TINY_SPEC, autocast="bfloat16")
+    remote = ray_backend.spawn("generator", spec, seed=0)
+    local, plain = build(spec, seed=0), build(TINY_SPEC, seed=0)
+    prompts, targets = ["Q:1+2\n", "Q:5-3-1\n"], ["A:3", "A:1"]
+    for worker in (remote, local, plain):
+        worker.start_sft(1e-2, warmup_steps=0, total_steps=2)
+    losses = [[w.sft_step(prompts, targets)["loss"] for _ in range(2)] for w in (remote, local, plain)]
+    assert losses[0] == losses[1], "the actor's worker trains as the local one with autocast does"
+    assert losses[0] != losses[2]  # bfloat16 is measurable: without autocast the losses differ
 
 
 def test_a_dead_worker_names_itself(ray_backend: RayBackend) -> None:

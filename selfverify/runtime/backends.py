@@ -60,7 +60,8 @@ class LocalBackend:
 
 
 class WorkerActor(LMWorker):
-    """A worker built in its actor's own process, with the run's thread count and determinism."""
+    """A worker built in its actor's own process, with the run's thread count and determinism: the
+    worker ``build`` makes of the same arguments, ``model.autocast`` included."""
 
     def __init__(
         self,
@@ -73,7 +74,9 @@ class WorkerActor(LMWorker):
     ) -> None:
         configure_torch(threads)
         built = build(spec, seed, path, train, rollout)
-        super().__init__(built.model, built.tokenizer, train, built.source, rollout, seed)
+        super().__init__(
+            built.model, built.tokenizer, train, built.source, rollout, seed, autocast=built.autocast
+        )
 
     def address(self) -> tuple[str, int]:
         """Where this actor, as rank 0, listens for the other ranks: its node's address, a free port."""
