@@ -14,7 +14,7 @@ import torch
 
 from selfverify.config.schema import BackendConfig, ModelSpec
 from selfverify.loop import main
-from selfverify.runtime.backends import RayBackend, RemoteWorker, WorkerDied
+from selfverify.runtime.backends import BackendError, RayBackend, RemoteWorker, WorkerDied, make_backend
 from selfverify.runtime.workers import build
 
 TINY_SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
@@ -64,17 +64,41 @@ def test_a_dead_worker_names_itself(ray_backend: RayBackend) -> None:
         remote.generate(["Q:1\n"], max_new_tokens=2)
 
 
+def test_a_backend_spawns_only_the_roles_it_was_made_for() -> None:
+    backend = make_backend(BackendConfig(), threads=1, roles=("generator",))
+    assert backend.spawn("generator", TINY_SPEC, seed=0).generate(["Q:1\n"], max_new_tokens=2).texts
+    with pytest.raises(BackendError, match="the judge worker has no place.*made for generator"):
+        backend.spawn("judge", TINY_SPEC, seed=0)
+    for roles in ((), ("generator", "generator"), ("critic",)):
+        with pytest.raises(ValueError, match="roles must be distinct names"):
+            make_backend(BackendConfig(), threads=1, roles=roles)
+
+
 def _run(name: str, overrides: list[str]) -> list[dict]:
     assert main(["--run-dir", name, "--no-progress", *overrides]) == 0
     return [json.loads(line) for line in (Path(name) / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("pipeline", ["rl", "selfverify"])
+@pytest.mark.parametrize(
+    ("pipeline", "workers"),
+    [("rl", ["generator"]), ("selfverify", ["generator", "judge"])],  # the critic lives in the generator
+)
 def test_ray_runs_a_job_to_the_same_metrics_as_local(
-    tmp_path: Path, tiny_overrides: list[str], tiny_loop: list[str], pipeline: str, monkeypatch
+    tmp_path: Path, tiny_overrides: list[str], tiny_loop: list[str], pipeline: str, workers: list, monkeypatch
 ) -> None:
+    """Under Ray the job writes the local backend's metrics, and its placement group holds one bundle
+    per worker the job spawns: one for the RL-only job, not one for every role a pipeline may have."""
     monkeypatch.chdir(tmp_path)  # a relative --run-dir: the actors write where the driver reads
     overrides = tiny_overrides + (tiny_loop if pipeline == "selfverify" else [])
     local = _run("local", overrides)
-    remote = _run("ray", [*overrides, "backend=ray"])
+    # A Ray session of the test's own (the backend leaves a caller's running), with room for more
+    # bundles than the job needs, so that the table below still lists the job's removed group.
+    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", configure_logging=False)
+    try:
+        remote = _run("ray", [*overrides, "backend=ray"])
+        groups = list(ray.util.placement_group_table().values())
+    finally:
+        ray.shutdown()
     assert remote == local and any(m["phase"] == "rl" for m in local)
+    assert len(groups) == 1 and groups[0]["state"] == "REMOVED"  # removed at the job's end
+    assert list(groups[0]["bundles"].values()) == [{"CPU": 1.0}] * len(workers)

@@ -63,7 +63,7 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     t_start = time.time()
     ckpt = run_dir / "checkpoints"
     recover(ckpt / "latest")
-    backend = make_backend(cfg.backend, cfg.threads, cfg.train, cfg.rollout)
+    backend = make_backend(cfg.backend, cfg.threads, cfg.train, cfg.rollout, roles=("generator",))
     try:
         return _run(cfg, run_dir, backend, ckpt, t_start, progress)
     finally:

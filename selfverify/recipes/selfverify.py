@@ -108,7 +108,15 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     run_dir = run_dir.resolve()  # workers in other processes (backend=ray) write checkpoints here
     clock = time.time()
     recover(run_dir / "checkpoints" / "latest")
-    backend = make_backend(cfg.backend, cfg.threads, cfg.train, cfg.rollout)
+    backend = make_backend(
+        cfg.backend,
+        cfg.threads,
+        cfg.train,
+        cfg.rollout,
+        roles=("generator", "judge", "meta")
+        if cfg.loop.meta_model.path is not None or cfg.loop.meta_apart
+        else ("generator", "judge"),
+    )
     try:
         return _run(cfg, run_dir, backend, clock, progress)
     finally:

@@ -2,9 +2,14 @@
 
 - ``local``: each worker is an object in the pipeline's process (the default).
 - ``ray``: each worker is a Ray actor with its own resources, placed in one placement group (one
-  bundle per worker; ``backend.placement`` packs them onto as few nodes as fit, or spreads them). A
-  local Ray instance is started, with its dashboard and ports on loopback, unless ``backend.address``
-  names a running cluster to join.
+  bundle per worker the pipeline spawns, its ``roles``; ``backend.placement`` packs them onto as few
+  nodes as fit, or spreads them). A local Ray instance is started, with its dashboard and ports on
+  loopback, unless ``backend.address`` names a running cluster to join.
+
+A pipeline names the workers it will spawn when it makes its backend (``make_backend(..., roles=)``):
+the RL-only job one (the generator; its critic lives in the same worker), the loop the generator and
+the judge, and the meta-verifier when it is a model of its own. Ray reserves exactly those; spawning a
+role not named is an error on either backend, so a pipeline cannot outgrow its reservation unnoticed.
 
 The pipeline calls a Ray worker exactly as a local one (:class:`RemoteWorker`): arguments and results
 are texts, tensors and dictionaries. With ``train.ranks`` > 1 (DeepSpeed data parallelism) a worker is
@@ -19,7 +24,7 @@ resumes it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,7 +32,7 @@ from selfverify.config.schema import BackendConfig, ModelSpec, RolloutConfig, Tr
 from selfverify.runtime.engines import configure_torch, free_port, join_group
 from selfverify.runtime.workers import LMWorker, build
 
-WORKER_SLOTS = ("generator", "judge", "meta")  # the most workers a pipeline places
+WORKER_SLOTS = ("generator", "judge", "meta")  # the roles a worker can have
 
 
 class BackendError(RuntimeError):
@@ -38,9 +43,28 @@ class WorkerDied(BackendError):
     """A worker's process ended (killed, out of memory, a lost node); the message names the worker."""
 
 
+def checked_roles(roles: Sequence[str]) -> tuple[str, ...]:
+    """``roles`` as a tuple, once each and all of them WORKER_SLOTS; ValueError otherwise."""
+    roles = tuple(roles)
+    unknown = [r for r in roles if r not in WORKER_SLOTS]
+    if not roles or unknown or len(set(roles)) != len(roles):
+        raise ValueError(f"roles must be distinct names from {WORKER_SLOTS}, not {roles}")
+    return roles
+
+
+def require_role(name: str, roles: tuple[str, ...]) -> None:
+    """BackendError unless the backend was made with a place for the worker ``name``."""
+    if name not in roles:
+        raise BackendError(
+            f"the {name} worker has no place: the backend was made for {', '.join(roles)}; "
+            "pass every role the pipeline spawns to make_backend(roles=...)"
+        )
+
+
 class Backend(Protocol):
     def spawn(self, name: str, spec: ModelSpec, seed: int, path: str | Path | None = None) -> LMWorker:
-        """The worker ``name`` (one of WORKER_SLOTS) with the model ``spec`` names, or the one at ``path``."""
+        """The worker ``name`` (one of the backend's roles) with the model ``spec`` names, or the one at
+        ``path``."""
         ...
 
     def shutdown(self) -> None: ...
@@ -49,10 +73,16 @@ class Backend(Protocol):
 class LocalBackend:
     """Workers as objects in this process."""
 
-    def __init__(self, train: TrainConfig | None = None, rollout: RolloutConfig | None = None) -> None:
-        self.train, self.rollout = train, rollout
+    def __init__(
+        self,
+        train: TrainConfig | None = None,
+        rollout: RolloutConfig | None = None,
+        roles: Sequence[str] = WORKER_SLOTS,
+    ) -> None:
+        self.train, self.rollout, self.roles = train, rollout, checked_roles(roles)
 
     def spawn(self, name: str, spec: ModelSpec, seed: int, path: str | Path | None = None) -> LMWorker:
+        require_role(name, self.roles)
         return build(spec, seed, path, self.train, self.rollout)
 
     def shutdown(self) -> None:
@@ -113,7 +143,8 @@ class RemoteWorker:
 
 
 class RayBackend:
-    """Workers as Ray actors in one placement group (see the module docstring)."""
+    """Workers as Ray actors in one placement group with a bundle per rank of each of ``roles`` (see
+    the module docstring)."""
 
     def __init__(
         self,
@@ -121,13 +152,14 @@ class RayBackend:
         threads: int,
         train: TrainConfig | None = None,
         rollout: RolloutConfig | None = None,
+        roles: Sequence[str] = WORKER_SLOTS,
     ) -> None:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
 
-        self.cfg, self.threads = cfg, threads
+        self.cfg, self.threads, self.roles = cfg, threads, checked_roles(roles)
         self.train, self.rollout = train or TrainConfig(), rollout or RolloutConfig()
-        slots = len(WORKER_SLOTS) * self.train.ranks  # one bundle per rank of every worker
+        slots = len(self.roles) * self.train.ranks  # one bundle per rank of every worker
         self.owns_ray = not ray.is_initialized()  # else a caller's Ray session: left running
         if self.owns_ray:
             if cfg.address is None:  # a local instance, reachable from this machine only
@@ -164,13 +196,14 @@ class RayBackend:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        require_role(name, self.roles)
         local = path is not None and Path(path).exists()  # a directory here: the actor may run elsewhere
         where = None if path is None else str(Path(path).resolve()) if local else str(path)
         ranks = self.train.ranks
         actors = []
         for rank in range(ranks):
             strategy = PlacementGroupSchedulingStrategy(
-                self.group, placement_group_bundle_index=WORKER_SLOTS.index(name) * ranks + rank
+                self.group, placement_group_bundle_index=self.roles.index(name) * ranks + rank
             )
             actor_cls = ray.remote(WorkerActor).options(
                 num_cpus=self.cfg.cpus_per_worker,
@@ -201,8 +234,15 @@ class RayBackend:
 
 
 def make_backend(
-    cfg: BackendConfig, threads: int, train: TrainConfig | None = None, rollout: RolloutConfig | None = None
+    cfg: BackendConfig,
+    threads: int,
+    train: TrainConfig | None = None,
+    rollout: RolloutConfig | None = None,
+    *,
+    roles: Sequence[str],
 ) -> Backend:
+    """The backend ``cfg.name`` names, with a place for each of ``roles``: the workers the pipeline
+    will spawn, and no others (Ray reserves resources for each)."""
     if cfg.name == "ray":
-        return RayBackend(cfg, threads, train, rollout)
-    return LocalBackend(train, rollout)
+        return RayBackend(cfg, threads, train, rollout, roles)
+    return LocalBackend(train, rollout, roles)
