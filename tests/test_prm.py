@@ -1,7 +1,8 @@
 """The discriminative PRM (selfverify/judges/prm.py) and its trainer (selfverify/prm_train.py).
 
 ``fixtures/embedded_processbench_sample.jsonl`` was written by
-``python scripts/make_embedded_processbench.py --output ... --n 16 --skip 4000``.
+``python scripts/make_embedded_processbench.py --output ... --n 16 --skip 4000`` (a one-off generator,
+no longer on main: ``git show 237a32f:scripts/make_embedded_processbench.py``).
 """
 
 from __future__ import annotations
