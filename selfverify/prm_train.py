@@ -24,7 +24,7 @@ of width 64, 0.3M parameters), or ``--backbone PATH``, any Hugging Face decoder 
 model is used; a causal-LM head is dropped). Depth matters more than width here: a step's score is
 read at its end token, which has to compare what the step says with what it should say (carried
 value, the problem's operation, the arithmetic) and the model needs layers for each hop; at equal
-compute, 6 layers of width 64 located errors far better than 3 of width 96 (docs/SCORING.md).
+compute, 6 layers of width 64 located errors far better than 3 of width 96 (docs/results/scoring.md).
 
 Threshold (stored in verifier.json): ``--threshold T``, or the ProcessBench-F1-maximising value on a
 named dev file (``--threshold-dev FILE``; never the file you evaluate on), else 0.5.

@@ -1,4 +1,4 @@
-"""Standalone verification scoring (DESIGN §5): ``python -m selfverify.score``.
+"""Standalone verification scoring (docs/guides/architecture.md, 'Scoring'): ``python -m selfverify.score``.
 
 Reads JSONL (or a JSON array) of records in either shape
 

@@ -1,4 +1,5 @@
-"""Advantage estimators: hand-computed cases and invariants (DESIGN §3)."""
+"""Advantage estimators: hand-computed cases and invariants
+(docs/guides/architecture.md, 'The algorithm contract')."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""Losses and aggregation: hand-computed cases, clipping semantics, micro-batch invariance (DESIGN §3)."""
+"""Losses and aggregation: hand-computed cases, clipping semantics, micro-batch invariance
+(docs/guides/architecture.md, 'The algorithm contract')."""
 
 import math
 

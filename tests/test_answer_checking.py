@@ -1,6 +1,6 @@
-"""Answer checking that cannot be talked into a wrong answer (DESIGN §6): the answer of a response is the
-value it states last, a stated expression is not a stated value, and math-verify keeps its time limit
-off the main thread."""
+"""Answer checking that cannot be talked into a wrong answer (docs/guides/architecture.md, 'Untrusted text'):
+the answer of a response is the value it states last, a stated expression is not a stated value, and
+math-verify keeps its time limit off the main thread."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides
     evals = [r for r in read_metrics(tmp_path / "run") if r["phase"] == "eval"]
     assert summary["cold_start_accuracy"] == evals[0]["accuracy"]
     assert summary["final_accuracy"] == summary["rounds"][-1]["generator_accuracy"] == evals[-1]["accuracy"]
-    for r in summary["rounds"]:  # F1 is the harmonic mean of the two accuracies (DESIGN §5)
+    for r in summary["rounds"]:  # F1, the accuracies' harmonic mean: docs/guides/architecture.md, 'Scoring'
         err, corr = r["verifier_acc_err"], r["verifier_acc_corr"]
         if err is not None and corr is not None:
             assert r["verifier_f1"] == pytest.approx(2 * err * corr / (err + corr) if err + corr else 0.0)

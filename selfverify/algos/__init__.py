@@ -1,4 +1,5 @@
-"""RL objectives as pure functions over padded tensors (DESIGN §3): advantages, losses, shaping, sampling."""
+"""RL objectives as pure functions over padded tensors: advantages, losses, shaping, sampling
+(docs/guides/architecture.md, 'The algorithm contract')."""
 
 from selfverify.algos.advantages import (
     ADVANTAGE_ESTIMATORS,

@@ -1,4 +1,5 @@
-"""Advantage estimators (DESIGN §3), as pure functions over padded tensors.
+"""Advantage estimators, as pure functions over padded tensors
+(docs/guides/architecture.md, 'The algorithm contract').
 
 Every estimator returns ``(advantages [B,T], returns [B,T])``, zero outside ``response_mask``.
 Scalar-reward estimators share the call ``fn(scores [B], response_mask [B,T], group_ids [B], **kw)``

@@ -1,4 +1,5 @@
-"""Policy, value, KL and auxiliary losses (DESIGN §3), as pure functions over padded tensors.
+"""Policy, value, KL and auxiliary losses, as pure functions over padded tensors
+(docs/guides/architecture.md, 'The algorithm contract').
 
 Per-token losses [B,T] are reduced to a scalar by ``aggregate``. Pass the *global* token/sequence
 counts of the whole mini-batch to every micro-batch call: the micro-batch losses then add up to the

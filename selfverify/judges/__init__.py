@@ -1,4 +1,5 @@
-"""The verifier family behind one interface (DESIGN §1, §4, §5).
+"""The verifier family behind one interface (docs/guides/architecture.md, 'Seams', 'Rewards' and
+'Scoring').
 
 Every verifier maps (problem, steps) to a :class:`~selfverify.judges.base.Verdict`.
 """

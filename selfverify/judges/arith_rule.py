@@ -4,8 +4,8 @@ A step's claims are found in its text ("48/2 = 24", "3 × 4 = 12", "$12 + 5 = 17
 ``\\frac{a}{b}``/``\\times``/``\\cdot``/``\\div``, chains ``a = b = c``) and in GSM8K calculator
 annotations ``<<48/2=24>>``. Each side is parsed by a small whitelist parser (numbers, ``+ - * / ^ **``,
 unary minus, parentheses, postfix ``%``) into exact ``fractions.Fraction`` values; nothing is ever
-``eval``-ed or ``sympify``-ed (DESIGN §6), and every size is bounded (``MAX_*`` below), so
-``9^9^9^9`` is refused at once instead of being computed.
+``eval``-ed or ``sympify``-ed (docs/guides/architecture.md, 'Untrusted text'), and every size is bounded
+(``MAX_*`` below), so ``9^9^9^9`` is refused at once instead of being computed.
 
 Unit words between numbers and operators are read through ("18 items + 6 items = 24 items"). A side
 that is not fully numeric ("x = 5", "2x + 3 = 7", "half of 48 = 24") and a unit conversion ("4.5
@@ -18,7 +18,8 @@ holds: ``%`` as 1/100 or as a label (``100 - 20 = 80%``), and ``25 / 1/3`` as 25
 right.
 
 It judges arithmetic only: wrong setups, logic errors, unit confusion and wrong reasoning with correct
-arithmetic all pass. See docs/SCORING.md for coverage and measured false-alarm rates.
+arithmetic all pass. See docs/guides/scoring.md for coverage and
+docs/results/scoring.md for measured false-alarm rates.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ A line that should not be there (after the answer) has the expected text ``.``. 
 re-deriving each step and comparing is what a solver does when it checks work; the expected line
 names the issue exactly. The claimed result is copied next to the derived one so that the mark is a
 comparison of two adjacent numbers: with only the derived step before it, a small verifier learns to
-derive every step right and still marks every given step ``+`` (docs/RESULTS.md).
+derive every step right and still marks every given step ``+`` (docs/results/judges.md, 'Tried and dropped').
 
 **Meta-verifier.** Prompt: the problem and the steps, then ``#M`` and the verdict of the analysis
 under audit: the step it names as the earliest wrong one (1-based; 0: none) and its score, or ``?`` when
@@ -47,7 +47,8 @@ neither is or it is unparsable::
 
 It reads the analysis's verdict, not its lines: shown the lines, a small meta-verifier copies them as
 its own check instead of checking, and without a check of its own it cannot tell a faithful verdict
-from a wrong one (docs/RESULTS.md). Faithfulness, as labelled, is about the verdict.
+from a wrong one (docs/results/judges.md, 'Tried and dropped'). Faithfulness, as labelled, is about
+the verdict.
 
 Parsing is strict (regular expressions over bounded lines); unparsable output gets ``parsed=False``,
 which is R_format = 0 in the rewards.
@@ -286,7 +287,7 @@ class ScaledLabel:
 def scaled_verification_label(
     analyses: Sequence[Verdict], meta_scores: Sequence[Sequence[float]], k: int
 ) -> ScaledLabel:
-    """DeepSeekMath-V2's auto-labelling rule (DESIGN §4).
+    """DeepSeekMath-V2's auto-labelling rule (docs/guides/architecture.md, 'Scaled verification').
 
     ``analyses``: n independent verifier analyses of one solution; ``meta_scores[i]``: m meta-verifier
     scores of analysis i. An analysis that reports an issue (score < 1) is *valid* when a strict
@@ -339,7 +340,7 @@ class CompactFormat:
         return meta_label(problem, verdict, check)
 
 
-JudgeFormat = Any  # CompactFormat | ProseFormat: the same methods (DESIGN §2's judge-format seam)
+JudgeFormat = Any  # CompactFormat | ProseFormat: the same methods (docs/guides/architecture.md, 'Seams')
 FORMATS = ("compact", "prose")
 
 

@@ -1,4 +1,5 @@
-"""Verification metrics (DESIGN §5), pure functions reused by the score CLI and verifier evaluation."""
+"""Verification metrics, pure functions reused by the score CLI and verifier evaluation
+(docs/guides/architecture.md, 'Scoring')."""
 
 from __future__ import annotations
 

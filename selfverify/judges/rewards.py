@@ -1,6 +1,7 @@
 """Rewards: from ground-truth checks or verifier verdicts to the scores the estimators read.
 
-DeepSeekMath-V2 (2025) rewards (DESIGN §4), each a pure function of parsed judgments.
+DeepSeekMath-V2 (2025) rewards, each a pure function of parsed judgments (docs/guides/architecture.md,
+'Rewards').
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ no step boundary; ``<extra_0>`` written in the input is removed, since it is a s
 does not end up as one token of the tag's id is an error. Fast tokenizers only (offsets need them).
 
 Verdict: ``earliest_error`` is the first step scored below ``threshold`` (default 0.5; the score CLI's
-``--threshold`` re-derives it), ``score`` is 1 when no step falls below it and 0 otherwise (DESIGN §5;
-the 0.5 of DeepSeekMath-V2's scale is never given), and a record with no steps scores 0.
+``--threshold`` re-derives it), ``score`` is 1 when no step falls below it and 0 otherwise (the 0.5 of
+DeepSeekMath-V2's scale is never given; docs/guides/architecture.md, 'Scoring'), and a record with no steps
+scores 0.
 
 Bounded input: an encoded record longer than the model's limit (the smaller of the config's
 ``max_position_embeddings`` and the tokenizer's ``model_max_length``, or ``max_length``) is an error

@@ -1,4 +1,4 @@
-"""Backends: where workers live (DESIGN §2's backend seam), chosen by ``backend.name``.
+"""Backends: where workers live (docs/guides/architecture.md, 'Seams'), chosen by ``backend.name``.
 
 - ``local``: each worker is an object in the pipeline's process (the default).
 - ``ray``: each worker is a Ray actor with its own resources, placed in one placement group (one

@@ -1,4 +1,4 @@
-"""Training engines: what turns a loss into an optimizer step (DESIGN §2's train-engine seam).
+"""Training engines: what turns a loss into an optimizer step (docs/guides/architecture.md, 'Seams').
 
 - ``torch``: AdamW in this process, gradient clipping by ``torch.nn.utils`` (the default).
 - ``deepspeed``: a DeepSpeed engine, ZeRO stage 1–3 (optionally offloading the optimizer state to the

@@ -1,6 +1,6 @@
 """The vLLM rollout engine (``rollout.engine=vllm``): sampling by vLLM, training by the worker.
 
-The worker starts a vLLM process (``selfverify/vllm_server.py``) under ``rollout.vllm_python`` on
+The worker starts a vLLM process (``selfverify/runtime/vllm_server.py``) under ``rollout.vllm_python`` on
 its model, sends it prompts as token ids and builds from the answers the same :class:`Rollout` HF
 generate gives. After every optimizer step the worker's weights are stale in vLLM; before the next
 sampling call the worker writes them as a Hugging Face directory and vLLM reloads them in place
@@ -40,7 +40,7 @@ SERVER = Path(__file__).with_name("vllm_server.py")
 # The check's default gap, by the precision vLLM serves in. In float32 vLLM and the trainer agree to
 # about 3e-5, so a single missed update shows. In bfloat16, rounding alone moves a sequence's
 # log-probs by up to about 0.7 (SmolLM2-135M: bfloat16 against float32 weights 0.55-0.68, vLLM against
-# the trainer, both bfloat16, 0.26), as far as 20 RL steps move them (0.90-0.96; docs/RESULTS.md,
+# the trainer, both bfloat16, 0.26), as far as 20 RL steps move them (0.90-0.96; docs/results/engines.md,
 # "The weight check in bfloat16"): there the check catches weights that did not load, not weights
 # that lag behind.
 LOGPROB_TOLERANCE = {"float32": 1e-3, "bfloat16": 1.0}

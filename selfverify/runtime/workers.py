@@ -1,4 +1,4 @@
-"""Workers: the one way pipelines reach a model (DESIGN §2's worker seam).
+"""Workers: the one way pipelines reach a model (docs/guides/architecture.md, 'Workers').
 
 A worker holds one language model, its tokenizer and what trains it (optimizer and scheduler, a frozen
 reference for the KL penalty, a critic). Pipelines talk to it in texts and tensors only: prompts in,

@@ -1,4 +1,4 @@
-"""The task seam: what the pipelines know about a world of problems (DESIGN §2).
+"""The task seam: what the pipelines know about a world of problems (docs/guides/architecture.md, 'Seams').
 
 A task draws training and held-out problems, says what a demonstration looks like, and labels any
 solution text step by step. Problems are hashable (held-out ones are excluded from training by set

@@ -1,4 +1,5 @@
-"""GSM8K and MATH behind the task seam (DESIGN §2): real word problems, labelled by the arithmetic rule.
+"""GSM8K and MATH behind the task seam (docs/guides/architecture.md, 'Seams'): real word problems, labelled
+by the arithmetic rule.
 
 Records come from :func:`selfverify.tasks.realmath.load_math_dataset` (a hub name for users with a hub, or a
 local ``.jsonl``/``.json``/``.parquet`` file such as the samples shipped in ``selfverify.data``, see

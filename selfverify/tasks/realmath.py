@@ -9,9 +9,10 @@ Every loader returns records normalised to four string fields:
 - ``answer``: the final answer as text (GSM8K: after ``####``; MATH: the ``answer`` column, else the
   last ``\\boxed{}`` of the solution; AIME: the integer as text).
 
-The answer of a free-form response (DESIGN §6) is the value it states last: after the answer marker
-written last ("the answer is", "Answer:", ``\\boxed{}``, ``####``), else its last number. A marked
-statement that is a chain ("3 + 2 - 3 + 2 = 9") states its last side (9); nothing is re-evaluated.
+The answer of a free-form response (docs/guides/architecture.md, 'Untrusted text') is the value it states
+last: after the answer marker written last ("the answer is", "Answer:", ``\\boxed{}``, ``####``), else
+its last number. A marked statement that is a chain ("3 + 2 - 3 + 2 = 9") states its last side (9);
+nothing is re-evaluated.
 
 Answers are compared with math-verify behind guards: plain numbers are compared exactly first; a
 predicted answer that is unevaluated arithmetic on plain numbers ("3 + 2", "1/2 + 1/4") is a stated
