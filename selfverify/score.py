@@ -9,9 +9,19 @@ Reads JSONL (or a JSON array) of records in either shape
 
 and writes one JSONL line per record: ``id`` (the line number when the record has none),
 ``step_scores``, ``earliest_error``, ``score``, ``analysis``, plus ``label`` when given and the
-verifier's ``extra`` when it has any. With labels it prints ProcessBench metrics (acc_err, acc_corr,
-F1, see :func:`selfverify.judges.metrics.processbench_metrics`); ``--metrics-json`` writes them with the run's
+verifier's ``extra`` when it has any, and ``"parsed": false`` for an analysis that did not parse. With
+labels it prints ProcessBench metrics (acc_err, acc_corr, F1, see
+:func:`selfverify.judges.metrics.processbench_metrics`); ``--metrics-json`` writes them with the run's
 counts and throughput.
+
+On a terminal a progress bar on stderr counts the records done as each batch of ``--batch-size`` is
+scored (a generative judge takes minutes a batch); elsewhere stderr carries only the messages.
+
+The parse rate, the share of scored records whose analysis parsed, is printed and in
+``--metrics-json`` (``parse_rate``, ``n_parsed``). An unparsed analysis scores every step wrong
+(``Verdict.parsed``), so a judge that mostly ignores its format gets an F1 that measures nothing;
+below ``PARSE_RATE_WARNING`` a warning says so. Rule verifiers and PRMs write no analysis to parse:
+their verdicts all count as parsed (parse rate 1.0).
 
 Malformed records (bad JSON, missing fields, wrong types, and inputs the verifier cannot judge: those
 its optional ``validate(VerifyInput)`` refuses with ``ValueError``, such as a problem that is not
@@ -24,6 +34,7 @@ holds every record scored before the bad one.
 from __future__ import annotations
 
 import argparse
+import codecs
 import sys
 import time
 from collections.abc import Sequence
@@ -48,6 +59,7 @@ from selfverify.utils.io import (
 
 EXIT_OK = 0
 EXIT_FAILED = 2
+PARSE_RATE_WARNING = 0.5  # below this share of parsed analyses the metrics come with a warning
 
 
 def output_record(item: ScoreItem, verdict: Verdict, threshold: float | None) -> dict[str, Any]:
@@ -129,15 +141,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
     skipped = 0
+    # Records done, scored or skipped, out of the input's non-blank lines (a JSON array: unknown), on a
+    # terminal. It moves once a batch, and each move is shown: a generative judge's batch takes minutes.
+    bar = tqdm(
+        total=_jsonl_records(args.input),
+        desc="scoring",
+        unit="rec",
+        mininterval=0,
+        file=sys.stderr,
+        disable=None,
+    )
 
     def warn(err: RecordError) -> None:
         nonlocal skipped
         skipped += 1
         tqdm.write(f"warning: {err} (skipped)", file=sys.stderr)
+        bar.update(1)
 
     preds: list[int] = []
     labels: list[int] = []
-    totals = {"score": 0.0, "flagged": 0}
+    totals = {"score": 0.0, "flagged": 0, "parsed": 0}
     start = time.perf_counter()
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -152,9 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             writer.write(out)
             totals["score"] += out["score"]
             totals["flagged"] += out["earliest_error"] >= 0
+            totals["parsed"] += out.get("parsed", True)
             if "label" in out:
                 preds.append(out["earliest_error"])
                 labels.append(out["label"])
+        bar.update(len(batch))
         batch.clear()
 
     # A verifier's own check of an input, run per record so that an input it cannot judge is reported
@@ -165,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with writer:
         try:
             records = read_records(args.input, on_error=args.on_error, warn=warn)
-            for line_no, record in tqdm(records, desc="scoring", unit="rec", disable=None):
+            for line_no, record in records:
                 try:
                     item = parse_record(record, line_no, args.split_rule)
                     if validate is not None:
@@ -179,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RecordError as err:  # only raised with --on-error fail
             failure = err
         flush()  # with a failure too: the records read before the bad one are kept
+        bar.close()
         if failure is not None:
             writer.abort()
     if failure is not None:
@@ -201,19 +227,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         "threshold": args.threshold,
         "mean_score": totals["score"] / writer.count if writer.count else None,
         "n_flagged": totals["flagged"],
+        "parse_rate": totals["parsed"] / writer.count if writer.count else None,
+        "n_parsed": totals["parsed"],
     }
     rate = summary["records_per_s"]
     print(f"scored {writer.count} records ({skipped} skipped) in {elapsed:.2f} s: {rate} records/s")
     if writer.count:
         print(f"mean score {summary['mean_score']:.4f}; {totals['flagged']} with a step judged wrong")
+        parsed = f"{totals['parsed']} of {writer.count} verdicts parsed"
+        print(f"parse rate {100 * summary['parse_rate']:.1f}%: {parsed}")
     if labels:
         metrics = processbench_metrics(preds, labels)
         summary.update(metrics)
         print(_format_metrics(metrics))
+    if writer.count and summary["parse_rate"] < PARSE_RATE_WARNING:
+        print(
+            f"warning: only {totals['parsed']} of {writer.count} analyses parsed (parse rate "
+            f"{100 * summary['parse_rate']:.1f}%, below {100 * PARSE_RATE_WARNING:.0f}%): the judge's "
+            "analyses mostly did not follow its format, and an unparsed analysis counts as judging "
+            "every step wrong, so acc_err, acc_corr, F1 and the scores say little about its judgment; "
+            f'read the "analysis" of the rows marked "parsed": false in {args.output}',
+            file=sys.stderr,
+        )
     if args.metrics_json:
         args.metrics_json.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.metrics_json, summary)
     return EXIT_OK
+
+
+def _jsonl_records(path: Path) -> int | None:
+    """The number of non-blank lines of a JSONL file (its records, malformed ones included), for the
+    progress bar's total; None for a JSON array, whose records are known only once parsed."""
+    with open(path, "rb") as f:
+        if f.read(4096).removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"["):
+            return None
+        f.seek(0)
+        return sum(1 for line in f if line.strip())
 
 
 def _score_batch(verifier: Verifier, batch: list[ScoreItem], threshold: float | None) -> list[dict[str, Any]]:

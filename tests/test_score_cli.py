@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import pty
+import re
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from selfverify.config.schema import ModelSpec
 from selfverify.judges import registry
 from selfverify.judges.arith_rule import ArithmeticRuleVerifier
 from selfverify.judges.base import Verdict
+from selfverify.judges.generative import GenerativeVerifier
 from selfverify.judges.metrics import processbench_metrics
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.workers import LMWorker
 from selfverify.score import main
 from selfverify.utils.io import (
     AtomicJsonlWriter,
@@ -28,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 PB_SAMPLE = REPO / "tests" / "fixtures" / "processbench_sample.jsonl"
 # Lines of the ProcessBench fixture that are malformed, and the ids it holds.
 PB_BAD_LINES = [6, 7, 8, 9, 10, 13]
+TINY_JUDGE = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 PB_IDS = ["pb-ok", "pb-arith", "pb-latex", "pb-first", "pb-logic", "pb-chain", "pb-percent", "pb-nolabel"]
 
 
@@ -90,7 +103,77 @@ def test_cli_processbench_with_malformed_lines(tmp_path: Path, capsys: pytest.Ca
     assert metrics["f1"] == pytest.approx(2 * 0.75 / 1.75)
     assert (metrics["records"], metrics["skipped"], metrics["n"]) == (8, 6, 7)
     assert metrics["records_per_s"] > 0
+    # A rule verifier writes no analysis to parse: every verdict counts as parsed, and nothing warns.
+    assert (metrics["parse_rate"], metrics["n_parsed"]) == (1.0, 8)
+    assert "parse rate 100.0%" in captured.out and "parse rate" not in captured.err
     assert not list(tmp_path.glob("*.partial")) and not list(tmp_path.glob(".*"))
+
+
+def tiny_judge(directory: Path) -> Path:
+    """A random-initialised generative judge saved as a checkpoint: none of its analyses parse."""
+    tok = build_char_tokenizer()
+    lm = LMWorker(build_model(TINY_JUDGE, tok, 0), tok)
+    GenerativeVerifier(lm, max_new_tokens=10).save(directory / "judge")
+    return directory / "judge"
+
+
+def test_cli_reports_the_parse_rate_and_warns_when_it_is_low(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A judge whose analyses do not parse scores every step wrong; the run says so, rather than
+    printing an F1 that looks like a measurement."""
+    out, metrics_path = tmp_path / "out.jsonl", tmp_path / "metrics.json"
+    argv = ["--verifier", str(tiny_judge(tmp_path)), "--input", str(PB_SAMPLE), "--output", str(out)]
+    assert main([*argv, "--metrics-json", str(metrics_path), "--batch-size", "3"]) == 0
+    captured = capsys.readouterr()
+    rows = read_jsonl(out)
+    assert len(rows) == 8 and all(row["parsed"] is False for row in rows)
+    metrics = json.loads(metrics_path.read_text())
+    assert (metrics["parse_rate"], metrics["n_parsed"]) == (0.0, 0)
+    assert "parse rate 0.0%: 0 of 8 verdicts parsed" in captured.out
+    warned = [line for line in captured.err.splitlines() if line.startswith("warning: only 0 of 8")]
+    assert len(warned) == 1
+    assert "did not follow its format" in warned[0] and "F1" in warned[0]
+
+
+@contextlib.contextmanager
+def stderr_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
+    """sys.stderr on a pseudo-terminal (a real one: isatty is true), what it shows collected."""
+    master, slave = pty.openpty()
+    # A fresh pseudo-terminal is 0 columns wide, where tqdm draws nothing: give it a terminal's 24 × 80.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    shown: list[bytes] = []
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):  # EIO once the terminal's last writer has closed
+            while chunk := os.read(master, 4096):
+                shown.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        with os.fdopen(slave, "w") as term, monkeypatch.context() as patch:
+            patch.setattr(sys, "stderr", term)
+            yield shown
+    finally:
+        reader.join(timeout=10)
+        os.close(master)
+
+
+def test_cli_progress_advances_as_each_batch_is_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the bar counts the records scored, batch by batch (a generative judge takes
+    minutes a batch), out of the input's records: it moves when a batch is done, by the batch."""
+    good = [line for line in PB_SAMPLE.read_text().splitlines() if '"id": "pb-' in line][:7]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join(good) + "\n")
+    argv = ["--verifier", str(tiny_judge(tmp_path)), "--input", str(src), "--output", str(out)]
+    with stderr_on_a_terminal(monkeypatch) as shown:
+        assert main([*argv, "--batch-size", "3"]) == 0
+    err = b"".join(shown).decode()
+    counts = [int(n) for n in re.findall(r"scoring:[^\r\n]*?(\d+)/7 \[", err)]
+    assert [n for i, n in enumerate(counts) if i == 0 or n != counts[i - 1]] == [0, 3, 6, 7], err
 
 
 def test_cli_on_error_fail_keeps_what_was_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
