@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from selfverify.config.load import ConfigError, load_config, to_yaml
+from selfverify.config.reference import HelpAction
 from selfverify.config.schema import Config
 from selfverify.recipes import rl, selfverify
 from selfverify.runtime.backends import BackendError
@@ -66,11 +67,20 @@ def rounds_table(rounds: list[dict[str, Any]]) -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m selfverify.loop", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m selfverify.loop",
+        description=__doc__.split("\n")[0].replace("``", ""),
+        add_help=False,
+    )
+    parser.add_argument("-h", "--help", action=HelpAction)
     parser.add_argument("--config", help="YAML config (default: the packaged configs/default.yaml)")
     parser.add_argument("--run-dir", help="where results go (default: runs/<pipeline>-seed<seed>-<time>)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. rl.lr=1e-5 objective=dapo")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="dotted overrides key=value, e.g. rl.lr=1e-5 objective=dapo (the keys below)",
+    )
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     try:

@@ -1,13 +1,17 @@
 """Configuration: presets, dotted overrides, and errors that name the key before any work."""
 
+import dataclasses
 import tempfile
+import typing
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from selfverify.config.load import ConfigError, config_dir, load_config, objective_names
+from selfverify.config import reference
+from selfverify.config.load import CHOICES, LIMITS, ConfigError, config_dir, load_config, objective_names
+from selfverify.config.schema import Config
 from selfverify.loop import main
 from selfverify.tasks.arithmetic import CORRUPTIONS
 
@@ -107,6 +111,10 @@ def test_selfverify_pipeline_takes_verifier_reward_modes():
         ("pipeline=sv", "pipeline", "selfverify"),
         ("wandb.mode=cloud", "wandb.mode", "offline"),
         ("loop.meta_audit=unshown", "loop.meta_audit", "blind"),
+        ("loop.judge_advantage=ppo", "loop.judge_advantage", "rloo"),
+        ("loop.judge_policy_loss=ppo", "loop.judge_policy_loss", "gspo"),
+        # The judges' RL has no critic.
+        ("loop.judge_advantage=gae", "loop.judge_advantage", "reinforce_plus_plus"),
     ],
 )
 def test_every_choice_is_checked_with_the_allowed_values(override, key, allowed):
@@ -182,3 +190,62 @@ def test_fuzzed_config_files_load_or_name_the_problem(text):
             load_config(path)
         except ConfigError as err:
             assert str(err)
+
+
+def schema_keys(cls: type = Config, prefix: str = "") -> list[str]:
+    """Every dotted key of the schema, walking the nested dataclasses."""
+    hints, keys = typing.get_type_hints(cls), []
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys += schema_keys(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            keys.append(prefix + f.name)
+    return keys
+
+
+def test_every_field_has_help_and_every_checked_key_exists():
+    def fields(cls: type) -> list[dataclasses.Field]:
+        hints = typing.get_type_hints(cls)
+        return [
+            g
+            for f in dataclasses.fields(cls)
+            for g in [f, *(fields(hints[f.name]) if dataclasses.is_dataclass(hints[f.name]) else [])]
+        ]
+
+    assert all(f.metadata.get("help") for f in fields(Config))
+    assert set(CHOICES) | set(LIMITS) <= set(schema_keys())
+
+
+def test_judge_rl_objective_is_configuration():
+    cfg = load_config()
+    assert (cfg.loop.judge_advantage, cfg.loop.judge_policy_loss) == ("grpo", "ppo_clip")
+    cfg = load_config(overrides=["loop.judge_advantage=rloo", "loop.judge_policy_loss=gspo"])
+    assert (cfg.loop.judge_advantage, cfg.loop.judge_policy_loss) == ("rloo", "gspo")
+
+
+def test_help_lists_every_key_with_type_default_allowed_values_and_help(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    for key in schema_keys():
+        assert any(line.startswith(f"  {key} (") for line in lines), key
+    assert "  rl.clip_high (float) = 0.2" in lines
+    assert "  pipeline (str) = rl  [default.yaml: selfverify]" in lines
+    flat = " ".join(out.split())
+    assert f"allowed: {', '.join(CHOICES['rl.advantage'])}" in flat
+    assert "allowed: drgrpo, grpo, reinforce_plus_plus, remax, rloo" in flat  # loop.judge_advantage
+    assert "ε_high: the ratio's upper clip at 1 + ε_high" in flat
+    assert "drop groups whose rewards are all equal and refill with new prompts. Generator RL only" in flat
+    assert "The judges' RL takes its other settings (clip, KL, aggregation, temperature" in flat
+
+
+def test_configuration_reference_is_current():
+    committed = Path(__file__).resolve().parents[1] / "docs" / "guides" / "configuration.md"
+    assert committed.read_text(encoding="utf-8") == reference.markdown(), (
+        f"docs/guides/configuration.md is stale: run {reference.DOC_COMMAND}"
+    )
+    for key in schema_keys():
+        assert f"| `{key}` |" in committed.read_text(encoding="utf-8"), key

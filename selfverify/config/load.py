@@ -8,8 +8,11 @@ work starts, with the key named; ``check_choices`` then checks the values agains
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import reduce
 from importlib import resources
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -127,66 +130,135 @@ REWARD_MODES = ("outcome", "process", "self_verify", "mix")
 PIPELINES = ("rl", "selfverify")
 # grpo_process is not a choice: it replaces the group estimators whenever there are step rewards.
 ADVANTAGES = tuple(sorted(set(ADVANTAGE_ESTIMATORS) - {"grpo_process"}))
+# The judges' RL has no critic, so no gae; their rewards are per response, so any group estimator fits.
+JUDGE_ADVANTAGES = tuple(a for a in ADVANTAGES if a != "gae")
 # Group estimators that have a process-supervision form (the rest would be silently replaced by it).
 PROCESS_ADVANTAGES = ("grpo", "gae", "reinforce_plus_plus")
 # Tasks whose rule labels every step exactly: their step labels can be the rl pipeline's process rewards.
 EXACT_STEP_TASKS = ("embedded", "arithmetic_nl")
+# Every ModelSpec in the schema, by its dotted key.
+MODEL_KEYS = ("model", "loop.judge_model", "loop.meta_model", "rl.critic_model")
+
+# The values the schema's types cannot restrict, by dotted key: what check_choices validates and what
+# --help and the configuration reference (selfverify.config.reference) print.
+CHOICES: dict[str, tuple] = {
+    "pipeline": PIPELINES,
+    "task.name": TASKS,
+    **{f"{m}.dtype": tuple(DTYPES) for m in MODEL_KEYS},
+    **{f"{m}.device": DEVICES for m in MODEL_KEYS},
+    **{f"{m}.autocast": (None, *AUTOCAST_DTYPES) for m in MODEL_KEYS},
+    "rl.advantage": ADVANTAGES,
+    "rl.policy_loss": tuple(sorted(POLICY_LOSSES)),
+    "rl.agg_mode": AGG_MODES,
+    "rl.kl_kind": KL_KINDS,
+    "rl.lr_schedule": ("constant", "cosine"),
+    "reward.mode": REWARD_MODES,
+    "loop.judge_advantage": JUDGE_ADVANTAGES,
+    "loop.judge_policy_loss": tuple(sorted(POLICY_LOSSES)),
+    "loop.labels": ("auto", "truth"),
+    "loop.judge_format": (None, *FORMATS),
+    "loop.meta_audit": ("prompted", "blind", "auto"),
+    "wandb.mode": ("offline", "online", "disabled"),
+    "backend.name": ("local", "ray"),
+    "backend.placement": ("pack", "spread"),
+    "train.engine": ("torch", "deepspeed"),
+    "train.zero_stage": (1, 2, 3),
+    "rollout.engine": ("hf", "vllm"),
+}
+
+
+class Limit(NamedTuple):
+    """A numeric key's allowed range: in words (for the help), as a test, and what an error says."""
+
+    words: str
+    ok: Callable[[Any], bool]
+    error: str
+
+
+AT_LEAST_ONE = Limit(">= 1", lambda v: v >= 1, "must be at least 1")
+NON_NEGATIVE = Limit(">= 0", lambda v: v >= 0, "is negative")
+FRACTION = Limit("in [0, 1]", lambda v: v is None or 0.0 <= v <= 1.0, "is not a fraction in [0, 1]")
+
+# Numeric ranges by dotted key, validated by check_choices and printed like CHOICES.
+LIMITS: dict[str, Limit] = {
+    **dict.fromkeys(
+        (
+            "rl.prompts_per_step",
+            "rl.group_size",
+            "rl.epochs",
+            "rl.mini_batches",
+            "rl.micro_batch_size",
+            "rl.max_gen_rounds",
+            "loop.judge_prompts_per_step",
+            "loop.judge_group_size",
+            "loop.judge_batch_size",
+            "loop.judge_val_samples",
+            "loop.judge_extend_steps",
+            "eval_batch_size",
+            "train.ranks",
+        ),
+        AT_LEAST_ONE,
+    ),
+    "rl.dual_clip_c": Limit("> 1, or null: off", lambda v: v is None or v > 1, "must be > 1 (or null: off)"),
+    "rl.kl_coef": NON_NEGATIVE,
+    "loop.judge_max_extends": NON_NEGATIVE,
+    **dict.fromkeys(
+        (
+            "sft.direct_answer_fraction",
+            "loop.judge_synthetic_fraction",
+            "loop.judge_meta_fraction",
+            "loop.auto_sft_fraction",
+            "loop.judge_val_f1",
+        ),
+        FRACTION,
+    ),
+}
+# Mapping keys whose own keys are restricted (their values are weights >= 0, at least one positive).
+WEIGHT_KEYS: dict[str, tuple[str, ...]] = {"loop.judge_error_weights": CORRUPTIONS}
+
+
+def _yaml_word(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+def allowed_values(key: str) -> str | None:
+    """What the loader allows at the dotted ``key``, in words; None where its type says it all."""
+    if key == "objective":
+        return ", ".join(["null", *objective_names()])
+    if key in CHOICES:
+        return ", ".join(_yaml_word(v) for v in CHOICES[key])
+    if key in LIMITS:
+        return LIMITS[key].words
+    if key in WEIGHT_KEYS:
+        return f"weights >= 0, at least one positive, of {', '.join(WEIGHT_KEYS[key])}"
+    return None
+
+
+def value_at(cfg: Any, key: str) -> Any:
+    """The value at a dotted key of a configuration."""
+    return reduce(getattr, key.split("."), cfg)
 
 
 def check_choices(cfg: Config) -> None:
-    """Values the schema's types cannot restrict, each error naming its key and the allowed values."""
-    choices = {
-        "pipeline": (cfg.pipeline, PIPELINES),
-        "task.name": (cfg.task.name, TASKS),
-        "model.dtype": (cfg.model.dtype, tuple(DTYPES)),
-        "model.device": (cfg.model.device, DEVICES),
-        "model.autocast": (cfg.model.autocast, (None, *AUTOCAST_DTYPES)),
-        "loop.judge_model.autocast": (cfg.loop.judge_model.autocast, (None, *AUTOCAST_DTYPES)),
-        "loop.meta_model.autocast": (cfg.loop.meta_model.autocast, (None, *AUTOCAST_DTYPES)),
-        "rl.critic_model.autocast": (cfg.rl.critic_model.autocast, (None, *AUTOCAST_DTYPES)),
-        "loop.judge_model.dtype": (cfg.loop.judge_model.dtype, tuple(DTYPES)),
-        "loop.judge_model.device": (cfg.loop.judge_model.device, DEVICES),
-        "loop.meta_model.dtype": (cfg.loop.meta_model.dtype, tuple(DTYPES)),
-        "loop.meta_model.device": (cfg.loop.meta_model.device, DEVICES),
-        "rl.critic_model.dtype": (cfg.rl.critic_model.dtype, tuple(DTYPES)),
-        "rl.critic_model.device": (cfg.rl.critic_model.device, DEVICES),
-        "rl.advantage": (cfg.rl.advantage, ADVANTAGES),
-        "rl.policy_loss": (cfg.rl.policy_loss, tuple(sorted(POLICY_LOSSES))),
-        "rl.agg_mode": (cfg.rl.agg_mode, AGG_MODES),
-        "rl.kl_kind": (cfg.rl.kl_kind, KL_KINDS),
-        "rl.lr_schedule": (cfg.rl.lr_schedule, ("constant", "cosine")),
-        "reward.mode": (cfg.reward.mode, REWARD_MODES),
-        "loop.labels": (cfg.loop.labels, ("auto", "truth")),
-        "loop.judge_format": (cfg.loop.judge_format, (None, *FORMATS)),
-        "loop.meta_audit": (cfg.loop.meta_audit, ("prompted", "blind", "auto")),
-        "wandb.mode": (cfg.wandb.mode, ("offline", "online", "disabled")),
-        "backend.name": (cfg.backend.name, ("local", "ray")),
-        "backend.placement": (cfg.backend.placement, ("pack", "spread")),
-        "train.engine": (cfg.train.engine, ("torch", "deepspeed")),
-        "train.zero_stage": (cfg.train.zero_stage, (1, 2, 3)),
-        "rollout.engine": (cfg.rollout.engine, ("hf", "vllm")),
-    }
-    for key, (value, allowed) in choices.items():
+    """Values the schema's types cannot restrict (CHOICES, LIMITS, WEIGHT_KEYS) and combinations that
+    cannot run, each error naming its key and what is allowed."""
+    for key, allowed in CHOICES.items():
+        value = value_at(cfg, key)
         if value not in allowed:
             raise ConfigError(f"config key '{key}': {value!r} is not one of {list(allowed)}")
-    counts = {
-        "rl.prompts_per_step": cfg.rl.prompts_per_step,
-        "rl.group_size": cfg.rl.group_size,
-        "rl.epochs": cfg.rl.epochs,
-        "rl.mini_batches": cfg.rl.mini_batches,
-        "rl.micro_batch_size": cfg.rl.micro_batch_size,
-        "rl.max_gen_rounds": cfg.rl.max_gen_rounds,
-        "loop.judge_prompts_per_step": cfg.loop.judge_prompts_per_step,
-        "loop.judge_group_size": cfg.loop.judge_group_size,
-        "loop.judge_batch_size": cfg.loop.judge_batch_size,
-        "loop.judge_val_samples": cfg.loop.judge_val_samples,
-        "loop.judge_extend_steps": cfg.loop.judge_extend_steps,
-        "eval_batch_size": cfg.eval_batch_size,
-        "train.ranks": cfg.train.ranks,
-    }
-    for key, value in counts.items():
-        if value < 1:
-            raise ConfigError(f"config key '{key}': {value!r} must be at least 1")
+    for key, limit in LIMITS.items():
+        value = value_at(cfg, key)
+        if not limit.ok(value):
+            raise ConfigError(f"config key '{key}': {value!r} {limit.error}")
+    for key, kinds in WEIGHT_KEYS.items():
+        weights = value_at(cfg, key)
+        for kind, weight in weights.items():
+            if kind not in kinds:
+                raise ConfigError(f"config key '{key}.{kind}': not one of {list(kinds)}")
+            if weight < 0:
+                raise ConfigError(f"config key '{key}.{kind}': {weight!r} is negative")
+        if sum(weights.values()) <= 0:
+            raise ConfigError(f"config key '{key}': no kind of error has a positive weight")
     if cfg.train.ranks > 1 and (cfg.train.engine != "deepspeed" or cfg.backend.name != "ray"):
         raise ConfigError(
             f"config key 'train.ranks': {cfg.train.ranks} data-parallel ranks need train.engine=deepspeed "
@@ -208,31 +280,6 @@ def check_choices(cfg: Config) -> None:
             "config key 'loop.meta_audit': 'auto' needs loop.judge_val_f1, the check whose bar the "
             "meta-verifier apart must pass to audit blind"
         )
-    if cfg.rl.dual_clip_c is not None and cfg.rl.dual_clip_c <= 1:
-        raise ConfigError(f"config key 'rl.dual_clip_c': {cfg.rl.dual_clip_c!r} must be > 1 (or null: off)")
-    if cfg.rl.kl_coef < 0:
-        raise ConfigError(f"config key 'rl.kl_coef': {cfg.rl.kl_coef!r} is negative")
-    if cfg.loop.judge_max_extends < 0:
-        raise ConfigError(f"config key 'loop.judge_max_extends': {cfg.loop.judge_max_extends!r} is negative")
-    fractions = {
-        "sft.direct_answer_fraction": cfg.sft.direct_answer_fraction,
-        "loop.judge_synthetic_fraction": cfg.loop.judge_synthetic_fraction,
-        "loop.judge_meta_fraction": cfg.loop.judge_meta_fraction,
-        "loop.auto_sft_fraction": cfg.loop.auto_sft_fraction,
-    }
-    if cfg.loop.judge_val_f1 is not None:
-        fractions["loop.judge_val_f1"] = cfg.loop.judge_val_f1
-    for key, value in fractions.items():
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(f"config key '{key}': {value!r} is not a fraction in [0, 1]")
-    weights = cfg.loop.judge_error_weights
-    for kind, weight in weights.items():
-        if kind not in CORRUPTIONS:
-            raise ConfigError(f"config key 'loop.judge_error_weights.{kind}': not one of {list(CORRUPTIONS)}")
-        if weight < 0:
-            raise ConfigError(f"config key 'loop.judge_error_weights.{kind}': {weight!r} is negative")
-    if sum(weights.values()) <= 0:
-        raise ConfigError("config key 'loop.judge_error_weights': no kind of error has a positive weight")
     if cfg.reward.mode in ("process", "mix") and cfg.rl.advantage not in PROCESS_ADVANTAGES:
         raise ConfigError(
             f"config key 'rl.advantage': {cfg.rl.advantage!r} has no process-supervision form for "
