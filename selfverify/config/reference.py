@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shutil
 import sys
 import textwrap
@@ -185,9 +186,12 @@ class HelpAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        parser.print_help()
-        print()
-        print(terminal_text(), end="")
+        try:
+            parser.print_help()
+            print()
+            print(terminal_text(), end="", flush=True)
+        except BrokenPipeError:  # piped into head or a pager that quit: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         parser.exit()
 
 
