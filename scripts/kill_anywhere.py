@@ -25,10 +25,9 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
-import torch
 from tqdm import tqdm
 
-from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.checkpoint import CheckpointError, read_state
 from selfverify.utils.io import atomic_write_json, atomic_write_text
 
 SHORT = [
@@ -66,8 +65,8 @@ def loop_command(run_dir: Path) -> list[str]:
 def checkpoint_phase(run_dir: Path) -> tuple[str, int] | None:
     """(phase, round) a run would resume at, or None before its first checkpoint."""
     try:
-        state = torch.load(run_dir / "checkpoints" / "latest" / STATE_FILE, weights_only=False)
-    except (OSError, RuntimeError, EOFError):  # none yet, or caught mid-swap
+        state = read_state(run_dir / "checkpoints" / "latest")
+    except CheckpointError:  # none yet, or caught mid-swap
         return None
     return state["phase"], state["round"]
 

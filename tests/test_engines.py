@@ -15,7 +15,6 @@ from transformers import AutoModelForCausalLM
 from selfverify.config.schema import BackendConfig, ModelSpec, RLConfig, TrainConfig
 from selfverify.loop import main
 from selfverify.runtime.backends import RayBackend
-from selfverify.runtime.checkpoint import STATE_FILE
 from selfverify.runtime.workers import LMWorker, build
 
 TINY_SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
@@ -99,11 +98,10 @@ def test_deepspeed_resumes_its_optimizer_from_a_checkpoint(tmp_path: Path) -> No
     ds = build(TINY_SPEC, seed=0, train=deepspeed(2))
     ds.start_sft(1e-2, warmup_steps=1, total_steps=4)
     ds.sft_step(PROMPTS, TARGETS)
-    ds.save(tmp_path / "ckpt", ds.training_state())
+    ds.save(tmp_path / "ckpt", training=True)
     assert (tmp_path / "ckpt" / "deepspeed").is_dir()
-    state = torch.load(tmp_path / "ckpt" / STATE_FILE, weights_only=False)
     resumed = build(TINY_SPEC, seed=0, path=tmp_path / "ckpt", train=deepspeed(2))
-    resumed.start_sft(1e-2, warmup_steps=1, total_steps=4, state=state)
+    resumed.start_sft(1e-2, warmup_steps=1, total_steps=4, resume=True)
     # Adam's moments and the schedule came back: the next step is the uninterrupted run's.
     assert resumed.sft_step(PROMPTS, TARGETS) == pytest.approx(ds.sft_step(PROMPTS, TARGETS), rel=1e-5)
 

@@ -4,7 +4,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from selfverify.config.schema import ModelSpec
-from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.checkpoint import read_state, write_state
 from selfverify.runtime.models import build_char_tokenizer, build_model
 from selfverify.runtime.rollout import encode_pairs, response_logprobs, sample
 from selfverify.runtime.workers import LMWorker
@@ -24,11 +24,15 @@ def test_char_tokenizer_round_trip():
 
 def save_checkpoint(path, model, tok, state):
     """A worker's checkpoint, written as the pipelines write one."""
-    write_atomically(path, lambda tmp: LMWorker(model, tok).save(tmp, state))
+    def write(tmp):
+        LMWorker(model, tok).save(tmp)
+        write_state(tmp, state)
+
+    write_atomically(path, write)
 
 
 def saved_state(path):
-    return torch.load(path / STATE_FILE, weights_only=False)
+    return read_state(path)
 
 
 def test_checkpoint_loads_with_auto_classes(tmp_path):

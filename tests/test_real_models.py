@@ -15,7 +15,7 @@ from selfverify.config.schema import ModelSpec
 from selfverify.judges.generative import GenerativeVerifier
 from selfverify.judges.registry import load_verifier
 from selfverify.loop import main
-from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.checkpoint import read_state
 from selfverify.runtime.critic import ValueModel
 from selfverify.runtime.models import chat_prompter, load_model, stop_token_ids
 from selfverify.runtime.rollout import encode_pairs, response_logprobs, sample
@@ -227,8 +227,9 @@ def test_judge_meta_verifier_and_critic_may_each_be_a_model_of_their_own_with_se
     latest = run / "checkpoints" / "latest"
     assert {p.name for p in latest.iterdir() if p.is_dir()} == {"generator", "judge", "meta"}
     assert json.loads((latest / "meta" / "config.json").read_text())["model_type"] == "llama"
-    state = torch.load(latest / STATE_FILE, weights_only=False)
-    assert {p.id for p, _ in state["pool"]} >= {"s0", "s1"}  # the seed joins the generator's samples
+    state = read_state(latest)
+    # The seed joins the generator's samples.
+    assert {d["problem"]["id"] for d in state["pool"]} >= {"s0", "s1"}
     phases = {json.loads(line)["phase"] for line in (run / "metrics.jsonl").read_text().splitlines()}
     assert {"judge_sft", "meta_sft", "verifier_rl", "meta_rl", "rl"} <= phases
 

@@ -13,7 +13,7 @@ from selfverify.judges.base import Verdict
 from selfverify.judges.generative import FORMAT_VERSION
 from selfverify.loop import main
 from selfverify.recipes.judge_data import misjudgement
-from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.checkpoint import read_state, write_state
 from selfverify.utils.tracking import read_metrics
 
 ROUND_KEYS = {
@@ -76,9 +76,9 @@ def test_a_judge_of_another_analysis_format_is_refused(tmp_path, tiny_overrides,
     cold = tmp_path / "cold"
     _run(cold, [*tiny_overrides, *tiny_loop, "loop.rounds=0"])
     latest = cold / "checkpoints" / "latest"
-    state = torch.load(latest / STATE_FILE, weights_only=False)
+    state = read_state(latest)
     assert state["judge_format"] == {"format": "compact", "format_version": FORMAT_VERSION}
-    torch.save({**state, "judge_format": {"format": "compact", "format_version": 3}}, latest / STATE_FILE)
+    write_state(latest, {**state, "judge_format": {"format": "compact", "format_version": 3}})
     # A one-line error naming the format, not a traceback.
     assert main(["--run-dir", str(tmp_path / "rounds"), "--no-progress", *tiny_overrides, *tiny_loop,
                  f"init_from={latest}"]) == 2  # fmt: skip

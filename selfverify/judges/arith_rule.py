@@ -74,7 +74,7 @@ class Claim:
 
 
 @dataclass
-class StepCheck:
+class StepClaims:
     """All claims of one step."""
 
     claims: list[Claim] = field(default_factory=list)
@@ -874,13 +874,13 @@ class ArithmeticRuleVerifier:
 
     def verify(self, item: VerifyInput) -> Verdict:
         """Judge one solution."""
-        checks: list[StepCheck] = []
+        checks: list[StepClaims] = []
         budget, truncated = MAX_SOLUTION_CHARS, 0
         for step in item.steps:
             readable = step[: min(MAX_STEP_CHARS, budget)]
             truncated += len(readable) < len(step)
             budget -= len(readable)
-            checks.append(StepCheck(find_claims(readable)))
+            checks.append(StepClaims(find_claims(readable)))
         step_scores = [0.0 if check.wrong else 1.0 for check in checks]
         lines = [
             f"Step {i + 1}: {claim.text} is wrong ({claim.detail})."

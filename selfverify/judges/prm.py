@@ -117,7 +117,7 @@ class Window:
 
 
 @dataclass(frozen=True)
-class Batch:
+class ScoreWindows:
     """Right-padded windows and where their score tokens are."""
 
     input_ids: torch.Tensor  # [B, T]
@@ -183,7 +183,7 @@ class PRMEncoder:
             out.append(Window(record, ids, positions, steps, len(head), cut))
         return out
 
-    def collate(self, windows: Sequence[Window], device: torch.device | str = "cpu") -> Batch:
+    def collate(self, windows: Sequence[Window], device: torch.device | str = "cpu") -> ScoreWindows:
         width = max(len(w.ids) for w in windows)
         input_ids = torch.full((len(windows), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(windows), width), dtype=torch.long)
@@ -195,7 +195,7 @@ class PRMEncoder:
             cols.extend(w.positions)
             records.extend([w.record] * len(w.steps))
             steps.extend(w.steps)
-        return Batch(
+        return ScoreWindows(
             input_ids.to(device),
             attention_mask.to(device),
             torch.tensor(rows, dtype=torch.long, device=device),
@@ -205,7 +205,7 @@ class PRMEncoder:
         )
 
 
-def step_logits(model: PRMModel, batch: Batch) -> torch.Tensor:
+def step_logits(model: PRMModel, batch: ScoreWindows) -> torch.Tensor:
     """Logits [S] of the batch's score tokens, in ``batch.records`` / ``batch.steps`` order."""
     return model(batch.input_ids, batch.attention_mask)[batch.rows, batch.cols]
 

@@ -6,6 +6,7 @@ that use them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,10 @@ from selfverify.judges.generative import (
 from selfverify.judges.metrics import processbench_metrics
 from selfverify.runtime.workers import LMWorker
 from selfverify.tasks import StepCheck, Task
-from selfverify.tasks.base import TaskProblem as Problem
+from selfverify.tasks.arithmetic import Problem as ArithmeticProblem
+from selfverify.tasks.base import TaskProblem
+from selfverify.tasks.mathdata import MathProblem
+from selfverify.tasks.worded import WordedProblem
 from selfverify.utils.seeds import derive_seed
 
 UNPARSED = -2  # the earliest-error prediction of an unparsable analysis in the metrics
@@ -34,7 +38,7 @@ class Labelled:
     """A generator sample with a verifier-training label: the analysis to imitate and its score, and
     the verifier prompt a rollout continues."""
 
-    problem: Problem
+    problem: TaskProblem
     steps: tuple[str, ...]
     analysis: str
     score: float
@@ -45,7 +49,7 @@ class Labelled:
 class MetaItem:
     """An analysis of a sample with its meta label (is it faithful?) and the meta-verifier prompt."""
 
-    problem: Problem
+    problem: TaskProblem
     steps: tuple[str, ...]
     analysis: str
     label: float
@@ -87,7 +91,7 @@ def generator_tokens(cfg: Config) -> int:
 
 
 def generate_samples(
-    cfg: Config, world: World, generator: LMWorker, problems: Sequence[Problem], seed: int
+    cfg: Config, world: World, generator: LMWorker, problems: Sequence[TaskProblem], seed: int
 ) -> list[tuple[str, ...]]:
     """One temperature-1 sample per problem, as solution steps (batched)."""
     texts = generator.generate_texts(
@@ -99,7 +103,7 @@ def generate_samples(
     return [tuple(world.task.split_steps(solution_part(cfg, world, t))) for t in texts]
 
 
-def meta_item(world: World, problem: Problem, steps: tuple[str, ...], analysis: str) -> MetaItem:
+def meta_item(world: World, problem: TaskProblem, steps: tuple[str, ...], analysis: str) -> MetaItem:
     """An analysis of a solution with its ground-truth meta label."""
     label = world.fmt.meta_reference(problem, steps, analysis)[1]
     return MetaItem(
@@ -107,12 +111,50 @@ def meta_item(world: World, problem: Problem, steps: tuple[str, ...], analysis: 
     )
 
 
-def labelled(world: World, problem: Problem, steps: Sequence[str], analysis: str, score: float) -> Labelled:
+def labelled(
+    world: World, problem: TaskProblem, steps: Sequence[str], analysis: str, score: float
+) -> Labelled:
     prompt = world.fmt.verifier_prompt(problem.text, steps)
     return Labelled(problem, tuple(steps), analysis, score, prompt)
 
 
-def truth_labelled(world: World, problem: Problem, steps: Sequence[str]) -> Labelled:
+def problem_to_json(problem: TaskProblem) -> dict[str, Any]:
+    """A problem as JSON (the run state holds problems this way, never pickled)."""
+    if isinstance(problem, WordedProblem):
+        return {"kind": "worded", "problem": problem_to_json(problem.problem), "prompt": problem.prompt}
+    if isinstance(problem, MathProblem):
+        return {"kind": "math", **dataclasses.asdict(problem)}
+    if isinstance(problem, ArithmeticProblem):
+        return {"kind": "arithmetic", "start": problem.start, "ops": [list(op) for op in problem.ops]}
+    raise TypeError(f"no JSON form for a problem of type {type(problem).__name__}")
+
+
+def problem_from_json(data: dict[str, Any]) -> TaskProblem:
+    kind = data["kind"]
+    if kind == "worded":
+        return WordedProblem(problem_from_json(data["problem"]), data["prompt"])
+    if kind == "math":
+        return MathProblem(**{k: v for k, v in data.items() if k != "kind"})
+    if kind == "arithmetic":
+        return ArithmeticProblem(data["start"], tuple((op, b) for op, b in data["ops"]))
+    raise ValueError(f"unknown problem kind {kind!r}")
+
+
+def labelled_to_json(item: Labelled) -> dict[str, Any]:
+    """A labelled sample as JSON; its prompt is rebuilt from the run's format when read back."""
+    return {
+        "problem": problem_to_json(item.problem),
+        "steps": list(item.steps),
+        "analysis": item.analysis,
+        "score": item.score,
+    }
+
+
+def labelled_from_json(world: World, data: dict[str, Any]) -> Labelled:
+    return labelled(world, problem_from_json(data["problem"]), data["steps"], data["analysis"], data["score"])
+
+
+def truth_labelled(world: World, problem: TaskProblem, steps: Sequence[str]) -> Labelled:
     check = world.task.check(problem, "\n".join(steps))
     analysis = world.fmt.reference_analysis(problem, steps)
     return labelled(world, problem, steps, analysis, world.task.true_score(problem, check))
@@ -123,13 +165,14 @@ def scaled_verification(
     world: World,
     verifier: GenerativeVerifier,
     meta: MetaVerifier,
-    problems: Sequence[Problem],
+    problems: Sequence[TaskProblem],
     samples: Sequence[tuple[str, ...]],
     seed: int,
 ) -> tuple[list[Labelled], dict[str, float]]:
-    """Auto-label samples (DESIGN §4): n sampled analyses each, m sampled meta-verifications of each
-    analysis that reports an issue, then :func:`scaled_verification_label`. Ground truth is used only
-    to measure the labels (agreement, discard rate), never to make them."""
+    """Auto-label samples (docs/guides/architecture.md, 'Scaled verification'): n sampled analyses
+    each, m sampled meta-verifications of each analysis that reports an issue, then
+    :func:`scaled_verification_label`. Ground truth is used only to measure the labels (agreement,
+    discard rate), never to make them."""
     lc = cfg.loop
     flat = verifier.analyse(
         [p.text for p in problems for _ in range(lc.scaled_n)],
@@ -189,7 +232,7 @@ def _rate(hits: Sequence[bool]) -> float | None:
 def verifier_metrics(
     world: World,
     verifier: GenerativeVerifier,
-    problems: Sequence[Problem],
+    problems: Sequence[TaskProblem],
     samples: Sequence[tuple[str, ...]],
 ) -> tuple[list[Verdict], list[StepCheck], dict[str, Any]]:
     """The verifier's greedy analyses of ``samples``, the checker's ground truth and the analyses'
@@ -207,7 +250,7 @@ def evaluate_judges(
     generator: LMWorker,
     verifier: GenerativeVerifier,
     meta: MetaVerifier,
-    heldout: Sequence[Problem],
+    heldout: Sequence[TaskProblem],
 ) -> dict[str, float]:
     """Verifier earliest-error F1 and meta-verifier accuracy on held-out generator samples, and the
     reward-hacking signal: mean verifier score minus mean true score of the same samples."""

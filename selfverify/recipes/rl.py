@@ -1,8 +1,8 @@
-"""Plain RL recipe: cold-start SFT on reference solutions -> on-policy RL (outcome rewards, or the
+"""The RL-only job: cold-start SFT on reference solutions -> on-policy RL (outcome rewards, or the
 task's exact step labels as process rewards) -> held-out evaluation.
 
-Reads top to bottom. Every phase resumes from ``checkpoints/latest`` when the run directory already
-holds a run with the same configuration.
+Reads top to bottom. ``checkpoints/latest`` holds the policy and ``state.json`` (phase, step,
+figures) every ``checkpoint_every`` steps, so rerunning the same command resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -11,68 +11,34 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase
-
-from selfverify.config.schema import Config, RewardConfig
-from selfverify.judges.rewards import mix_step_rewards, outcome_rewards
-from selfverify.recipes.coldstart import demonstrations
+from selfverify.config.schema import Config
 from selfverify.recipes.evaluate import evaluate_generator
-from selfverify.recipes.rl_step import (
-    RewardFn,
-    Scored,
-    lr_decay_steps,
-    rl_step,
-    step_scored,
-    uses_critic,
-    value_pretrain_step,
-)
-from selfverify.runtime.backends import make_backend
-from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.recipes.generator import cold_start, generator_rl, problem_source, value_pretraining
+from selfverify.recipes.rewards import task_rewards
+from selfverify.recipes.rl_step import lr_decay_steps, uses_critic
+from selfverify.runtime.backends import Backend, make_backend
+from selfverify.runtime.checkpoint import read_state, write_state
 from selfverify.runtime.models import chat_prompter
-from selfverify.runtime.rollout import Rollout
-from selfverify.tasks import Task, make_task
+from selfverify.tasks import make_task
 from selfverify.utils.io import recover, write_atomically
-from selfverify.utils.seeds import derive_seed
 from selfverify.utils.tracking import Tracker
 
 
-def task_rewards(task: Task, tok: PreTrainedTokenizerBase, reward: RewardConfig) -> RewardFn:
-    """The rl pipeline's reward: the outcome (1 for a right final answer), or with ``reward.mode``
-    process/mix the task's exact step labels as step rewards (1 for a right step, 0 for a wrong one)."""
-
-    def reward_fn(problems: list, rollout: Rollout) -> Scored:
-        checks = [task.check(p, t) for p, t in zip(problems, rollout.texts, strict=True)]
-        outcome = outcome_rewards(checks)
-        if reward.mode == "outcome":
-            return Scored(outcome, outcome > 0)
-        step_scores = [[float(ok) for ok in c.step_correct] for c in checks]
-        if reward.mode == "mix":
-            step_scores = mix_step_rewards(
-                step_scores, outcome.tolist(), reward.process_weight, reward.outcome_weight
-            )
-        return step_scored(tok, rollout, step_scores, outcome > 0)
-
-    return reward_fn
-
-
 def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) the whole recipe; returns the summary written to ``summary.json``."""
+    """Run (or resume) the whole job; returns the summary written to ``summary.json``."""
     run_dir = run_dir.resolve()  # workers in other processes (backend=ray) write checkpoints here
-    t_start = time.time()
-    ckpt = run_dir / "checkpoints"
-    recover(ckpt / "latest")
+    recover(run_dir / "checkpoints" / "latest")
     backend = make_backend(cfg.backend, cfg.threads, cfg.train, cfg.rollout, roles=("generator",))
     try:
-        return _run(cfg, run_dir, backend, ckpt, t_start, progress)
+        return _run(cfg, run_dir, backend, time.time(), progress)
     finally:
         backend.shutdown()
 
 
-def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progress: bool) -> dict[str, Any]:
+def _run(cfg: Config, run_dir: Path, backend: Backend, t_start: float, progress: bool) -> dict[str, Any]:
+    ckpt = run_dir / "checkpoints"
     if (ckpt / "latest").exists():
-        state = torch.load(ckpt / "latest" / STATE_FILE, weights_only=False)
+        state = read_state(ckpt / "latest")
         policy = backend.spawn("generator", cfg.model, cfg.seed, path=ckpt / "latest")
     else:  # a given cold-started policy (init_from) stands in for the cold start's SFT
         state = {"phase": "sft", "step": 0, "lines": 0, "figures": {}, "wall": 0.0}
@@ -94,29 +60,32 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
         phase, step and figures, and the optimizers of the phase in progress."""
         wall = state["wall"] + time.time() - t_start
         saved = {"phase": phase, "step": step, "lines": tracker.count, "figures": figures, "wall": wall}
-        write_atomically(path, lambda tmp: policy.save(tmp, saved | policy.training_state()))
+
+        def write(tmp: Path) -> None:
+            policy.save(tmp, training=True)
+            write_state(tmp, saved)
+
+        write_atomically(path, write)
 
     # Phase 1: cold start (SFT on reference solutions), or a given cold-started policy (init_from).
     if state["phase"] == "sft":
         if cfg.init_from is None:
-            sft = cfg.sft
-            resumed = state if "optimizer" in state else None
-            policy.start_sft(sft.lr, warmup_steps=sft.warmup_steps, total_steps=sft.steps, state=resumed)
-            bar = tqdm(range(state["step"], sft.steps), desc="cold start (SFT)", disable=not progress)
-            for step in bar:
-                m = policy.sft_step(*demonstrations(cfg, task, step, exclude))
-                tracker.log("sft", step + 1, m)
-                bar.set_postfix(loss=f"{m['loss']:.3f}")
-                if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < sft.steps:
-                    checkpoint(ckpt / "latest", "sft", step + 1)
-            policy.end_training()
+            cold_start(
+                policy,
+                cfg,
+                task,
+                exclude,
+                tracker,
+                first=state["step"],
+                checkpoint=lambda step: checkpoint(ckpt / "latest", "sft", step),
+                progress=progress,
+            )
         cold = evaluate()
         figures["cold_start_accuracy"] = cold["accuracy"]
         tracker.log("eval", 0, cold)
         next_phase = "value_pretrain" if uses_critic(cfg.rl) and cfg.rl.value_pretrain_steps > 0 else "rl"
         checkpoint(ckpt / "cold_start", next_phase, 0)
         checkpoint(ckpt / "latest", next_phase, 0)
-        state = {k: v for k, v in state.items() if k not in ("optimizer", "scheduler")}
         state.update(phase=next_phase, step=0)
 
     # Phase 2: on-policy RL against the outcome or process reward (optionally after VAPO's value
@@ -135,52 +104,44 @@ def _run(cfg: Config, run_dir: Path, backend, ckpt: Path, t_start: float, progre
             critic_lr=rl.critic_lr,
             grad_clip=rl.grad_clip,
             seed=cfg.seed,
-            state=state,
+            resume=state["step"] > 0,
         )
-        pad_id = tok.pad_token_id
-
         reward_fn = task_rewards(task, tok, cfg.reward)
 
         def source_for(tag: str):
-            return lambda r: task.train_problems(
-                rl.prompts_per_step,
-                seed=cfg.seed,
-                tag=tag if r == 0 else f"{tag}-r{r}",
-                exclude=exclude,
-            )
+            return problem_source(cfg, task, exclude, tag)
 
         if state["phase"] == "value_pretrain":
-            bar = tqdm(
-                range(state["step"], rl.value_pretrain_steps), desc="value pretraining", disable=not progress
-            )
-            for step in bar:
-                m = value_pretrain_step(
-                    policy,
-                    pad_id,
-                    rl,
-                    source_for(f"vp-{step}"),
-                    reward_fn,
-                    derive_seed(cfg.seed, "rl_step", step),
-                )
-                tracker.log("value_pretrain", step + 1, m)
-                bar.set_postfix(value_loss=f"{m['value_loss']:.3f}")
-            state.update(phase="rl", step=0)
-        bar = tqdm(range(state["step"], rl.steps), desc=f"RL ({rl.advantage})", disable=not progress)
-        for step in bar:
-            m = rl_step(
+            value_pretraining(
                 policy,
-                pad_id,
                 rl,
-                source_for(f"rl-{step}"),
                 reward_fn,
-                derive_seed(cfg.seed, "rl_step", step),
+                source_for,
+                tracker,
+                seed=cfg.seed,
+                tag="vp",
+                log_offset=0,
+                first=state["step"],
+                progress=progress,
             )
-            tracker.log("rl", step + 1, m)
-            bar.set_postfix(reward=f"{m['reward']:.2f}")
-            if (step + 1) % rl.eval_every == 0 and step + 1 < rl.steps:
-                tracker.log("eval", step + 1, evaluate())
-            if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < rl.steps:
-                checkpoint(ckpt / "latest", "rl", step + 1)
+            state.update(phase="rl", step=0)
+        generator_rl(
+            policy,
+            rl,
+            reward_fn,
+            source_for,
+            tracker,
+            seed=cfg.seed,
+            offset=0,
+            steps=rl.steps,
+            first=state["step"],
+            eval_every=rl.eval_every,
+            evaluate=evaluate,
+            checkpoint=lambda step: checkpoint(ckpt / "latest", "rl", step),
+            checkpoint_every=cfg.checkpoint_every,
+            desc=f"RL ({rl.advantage})",
+            progress=progress,
+        )
         final = evaluate()
         tracker.log("eval", rl.steps, final)
         figures["final_accuracy"] = final["accuracy"]

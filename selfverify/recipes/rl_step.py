@@ -1,4 +1,4 @@
-"""One on-policy RL step of the generator, for every objective preset (DESIGN §2's data flow):
+"""One on-policy RL step, for every objective preset (docs/guides/architecture.md, 'Data flow'):
 
     problems -> rollouts (G per prompt; DAPO refills zero-variance groups) -> rewards (+ overlong
     shaping) -> token rewards / values -> advantages (the configured estimator) -> policy update
@@ -34,7 +34,7 @@ from selfverify.algos import (
 from selfverify.algos.utils import explained_variance
 from selfverify.config.schema import RLConfig
 from selfverify.runtime.rollout import Rollout, concat_rollouts, line_end_tokens
-from selfverify.tasks import Problem
+from selfverify.tasks.base import TaskProblem
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -60,9 +60,9 @@ class Scored(NamedTuple):
 
 
 # Scores a batch of responses: (problems, rollout) -> Scored, or a (rewards, correct) pair.
-RewardFn = Callable[[list[Problem], Rollout], Scored | tuple[torch.Tensor, torch.Tensor]]
+RewardFn = Callable[[list[TaskProblem], Rollout], Scored | tuple[torch.Tensor, torch.Tensor]]
 # Draws the prompts of one sampling round: round index -> problems.
-ProblemSource = Callable[[int], list[Problem]]
+ProblemSource = Callable[[int], list[TaskProblem]]
 
 
 def uses_critic(cfg: RLConfig) -> bool:
@@ -70,8 +70,10 @@ def uses_critic(cfg: RLConfig) -> bool:
 
 
 @dataclass
-class Batch:
-    problems: list[Problem]
+class Collected:
+    """One RL step's samples: the problems, their rollout, rewards, groups and step rewards."""
+
+    problems: list[TaskProblem]
     rollout: Rollout
     rewards: torch.Tensor  # [B] task reward (before shaping)
     correct: torch.Tensor  # [B] bool
@@ -133,14 +135,14 @@ def collect(
     source: ProblemSource,
     reward_fn: RewardFn,
     seed: int,
-) -> Batch:
+) -> Collected:
     """Sample ``group_size`` responses per prompt and score them.
 
     With ``dynamic_sampling`` (DAPO), groups whose rewards are all equal carry no GRPO signal: they
     are dropped and new prompts are sampled until ``prompts_per_step`` groups remain or
     ``max_gen_rounds`` rounds have run (then the batch is whatever was kept, possibly smaller).
     """
-    kept: list[tuple[list[Problem], Rollout, Scored]] = []
+    kept: list[tuple[list[TaskProblem], Rollout, Scored]] = []
     n_groups, rounds = 0, 0
     max_rounds = cfg.max_gen_rounds if cfg.dynamic_sampling else 1
     while n_groups < cfg.prompts_per_step and rounds < max_rounds:
@@ -172,7 +174,7 @@ def collect(
         kept.append(last)
     problems = [p for part in kept for p in part[0]]
     scores = [part[2] for part in kept]
-    return Batch(
+    return Collected(
         problems=problems,
         rollout=concat_rollouts([part[1] for part in kept], pad_id),
         rewards=torch.cat([s.rewards for s in scores]),
@@ -231,8 +233,8 @@ def rl_step(
 
     metrics: dict[str, float] = {}
     returns = None
-    # Process rewards (DESIGN §4): each step's reward on its last token for the token-level estimators,
-    # GRPO with process supervision in place of any group estimator.
+    # Process rewards (docs/guides/architecture.md, 'Rewards'): each step's reward on its last token for
+    # the token-level estimators, GRPO with process supervision in place of any group estimator.
     if cfg.advantage == "gae":
         token_rewards = task_token_rewards(scores, steps, mask) + (
             kl_reward if kl_reward is not None else 0.0
@@ -290,7 +292,7 @@ def rl_step(
     }
 
 
-def greedy_baseline(worker: LMWorker, cfg: RLConfig, b: Batch, reward_fn: RewardFn) -> torch.Tensor:
+def greedy_baseline(worker: LMWorker, cfg: RLConfig, b: Collected, reward_fn: RewardFn) -> torch.Tensor:
     """ReMax's baseline: the reward of a greedy decode of each prompt, repeated over its group."""
     greedy = worker.generate([p.prompt for p in b.problems], max_new_tokens=cfg.max_new_tokens, greedy=True)
     baseline = Scored(*reward_fn(b.problems, greedy)).rewards

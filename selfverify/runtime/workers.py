@@ -23,7 +23,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.config.schema import ModelSpec, RLConfig, RolloutConfig, TrainConfig
-from selfverify.runtime.checkpoint import STATE_FILE
+from selfverify.runtime.checkpoint import TRAINING_FILE
 from selfverify.runtime.critic import ValueModel
 from selfverify.runtime.engines import (
     CRITIC_ADAM,
@@ -210,10 +210,9 @@ class LMWorker:
         return self.sft or (self.learner.policy if self.learner is not None else None)
 
     # --- supervised fine-tuning -----------------------------------------------------------------
-    def start_sft(
-        self, lr: float, *, warmup_steps: int, total_steps: int, state: dict[str, Any] | None = None
-    ) -> None:
-        """A fresh optimizer for an SFT phase (or the one in ``state``, from ``training_state``)."""
+    def start_sft(self, lr: float, *, warmup_steps: int, total_steps: int, resume: bool = False) -> None:
+        """A fresh optimizer for an SFT phase; ``resume``: the one saved with the checkpoint this worker
+        was loaded from (``save(training=True)``), where there is one."""
         self.end_training()
         self.sft = make_engine(
             self.model,
@@ -223,7 +222,8 @@ class LMWorker:
             total_steps=total_steps,
             autocast=self.autocast,
         )
-        if state is not None:
+        state = self._training_state() if resume else {}
+        if "optimizer" in state:
             self.sft.load_state_dict(state, self._saved(DEEPSPEED_DIR))
 
     def sft_step(self, prompts: list[str], targets: list[str]) -> dict[str, float]:
@@ -250,13 +250,14 @@ class LMWorker:
         critic_lr: float = 1e-4,
         grad_clip: float = 1.0,
         seed: int = 0,
-        state: dict[str, Any] | None = None,
+        resume: bool = False,
     ) -> None:
         """A fresh RL phase: optimizer (its learning rate cosine-decayed over ``total_steps`` RL steps,
         constant if None); with ``reference`` a frozen π_ref (the model at ``reference_path``, or
         a copy of the policy now); with ``critic`` a value model (the one saved at ``critic_path``, or as
-        ``ValueModel.from_spec`` builds it). ``state`` restores the optimizers a ``training_state``
-        saved. ``grad_clip`` bounds the policy's and the critic's gradient norms."""
+        ``ValueModel.from_spec`` builds it). ``resume`` restores the optimizers saved with the
+        checkpoint this worker was loaded from. ``grad_clip`` bounds the policy's and the critic's
+        gradient norms."""
         self.end_training()
         ref = value_model = None
         # Reference and critic are copied before an engine may partition the policy (ZeRO-3).
@@ -292,11 +293,18 @@ class LMWorker:
                 adam=CRITIC_ADAM,
                 autocast=critic.autocast if critic.path is not None else self.autocast,
             )
-        if state is not None and "optimizer" in state:
+        state = self._training_state() if resume else {}
+        if "optimizer" in state:
             learner.policy.load_state_dict(state, self._saved(DEEPSPEED_DIR))
-        if state is not None and "critic_optimizer" in state and learner.critic is not None:
+        if "critic_optimizer" in state and learner.critic is not None:
             learner.critic.load_state_dict(state["critic_optimizer"], self._saved(CRITIC_DEEPSPEED_DIR))
         self.learner = learner
+
+    def _training_state(self) -> dict[str, Any]:
+        """The optimizer and scheduler state saved beside the checkpoint this worker was loaded from
+        (tensors and numbers only: loaded with ``weights_only=True``); {} when there is none."""
+        path = self._saved(TRAINING_FILE)
+        return torch.load(path, weights_only=True) if path is not None and path.is_file() else {}
 
     def _saved(self, name: str) -> Path | None:
         return None if self.source is None else self.source / name
@@ -388,11 +396,11 @@ class LMWorker:
             return out
         return self.sft.state_dict() if self.sft is not None else {}
 
-    def save(self, path: str | Path, state: dict[str, Any] | None = None) -> None:
-        """The model and tokenizer as a Hugging Face directory (the critic under ``critic/``), with
-        ``state`` in ``trainer_state.pt`` when given. Callers make the write atomic. Under DeepSpeed every
-        rank takes part (ZeRO-3 gathers the weights) and rank 0 writes the same directory as ever, plus
-        the engines' own checkpoints of their optimizer partitions."""
+    def save(self, path: str | Path, training: bool = False) -> None:
+        """The model and tokenizer as a Hugging Face directory (the critic under ``critic/``); with
+        ``training`` the optimizers of the phase in progress in ``training_state.pt``. Callers make the
+        write atomic. Under DeepSpeed every rank takes part (ZeRO-3 gathers the weights) and rank 0 writes
+        the same directory as ever, plus the engines' own checkpoints of their optimizer partitions."""
         path = Path(path)
         policy = self._policy_engine()
         critic = self.learner.critic if self.learner is not None else None
@@ -406,5 +414,5 @@ class LMWorker:
         for engine, name in ((policy, DEEPSPEED_DIR), (critic, CRITIC_DEEPSPEED_DIR)):
             if engine is not None:
                 engine.save(path / name)
-        if state is not None and is_writer():
-            torch.save(state, path / STATE_FILE)
+        if training and is_writer():
+            torch.save(self.training_state(), path / TRAINING_FILE)

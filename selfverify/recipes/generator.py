@@ -1,0 +1,125 @@
+"""The generator's phases, shared by the RL-only job and the self-verification loop: its cold start
+(SFT on demonstrations), the prompts of its RL steps, value pretraining and the RL phase itself.
+
+Each takes the worker, the task and a ``checkpoint(step)`` callback that saves the run part-way, so
+both jobs resume inside a phase at the step they last saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tqdm.auto import tqdm
+
+from selfverify.config.schema import Config, RLConfig
+from selfverify.recipes.coldstart import demonstrations
+from selfverify.recipes.rl_step import ProblemSource, RewardFn, rl_step, value_pretrain_step
+from selfverify.runtime.workers import LMWorker
+from selfverify.tasks import Task
+from selfverify.tasks.base import TaskProblem
+from selfverify.utils.seeds import derive_seed
+from selfverify.utils.tracking import Tracker
+
+Checkpoint = Callable[[int], None]  # saves the run with this many steps of the phase done
+
+
+def problem_source(cfg: Config, task: Task, exclude: set[TaskProblem], tag: str) -> ProblemSource:
+    """The prompts of one RL step, keyed by ``tag`` (and the refill round under dynamic sampling),
+    never held-out ones."""
+    return lambda refill: task.train_problems(
+        cfg.rl.prompts_per_step,
+        seed=cfg.seed,
+        tag=tag if refill == 0 else f"{tag}-r{refill}",
+        exclude=exclude,
+    )
+
+
+def cold_start(
+    generator: LMWorker,
+    cfg: Config,
+    task: Task,
+    exclude: set[TaskProblem],
+    tracker: Tracker,
+    *,
+    first: int,
+    checkpoint: Checkpoint,
+    fmt: object | None = None,
+    progress: bool = True,
+) -> None:
+    """SFT on demonstrations from step ``first`` (> 0: resumed, with the optimizer saved there);
+    ``fmt``: the judge format whose self-evaluation the demonstrations end with (reward.mode=self_verify)."""
+    sft = cfg.sft
+    generator.start_sft(sft.lr, warmup_steps=sft.warmup_steps, total_steps=sft.steps, resume=first > 0)
+    bar = tqdm(range(first, sft.steps), desc="generator cold start (SFT)", disable=not progress)
+    for step in bar:
+        m = generator.sft_step(*demonstrations(cfg, task, step, exclude, fmt))
+        tracker.log("sft", step + 1, m)
+        bar.set_postfix(loss=f"{m['loss']:.3f}")
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < sft.steps:
+            checkpoint(step + 1)
+    generator.end_training()
+
+
+def value_pretraining(
+    generator: LMWorker,
+    rl: RLConfig,
+    reward_fn: RewardFn,
+    source_for: Callable[[str], ProblemSource],
+    tracker: Tracker,
+    *,
+    seed: int,
+    tag: str,
+    log_offset: int,
+    first: int = 0,
+    desc: str = "value pretraining",
+    progress: bool = True,
+) -> None:
+    """VAPO's value pretraining: the critic alone on Monte-Carlo returns, steps ``first`` onward of
+    ``rl.value_pretrain_steps``, their prompts keyed ``{tag}-{step}``."""
+    pad_id = generator.get_tokenizer().pad_token_id
+    bar = tqdm(range(first, rl.value_pretrain_steps), desc=desc, disable=not progress)
+    for step in bar:
+        m = value_pretrain_step(
+            generator,
+            pad_id,
+            rl,
+            source_for(f"{tag}-{step}"),
+            reward_fn,
+            derive_seed(seed, "rl_step", step),
+        )
+        tracker.log("value_pretrain", log_offset + step + 1, m)
+        bar.set_postfix(value_loss=f"{m['value_loss']:.3f}")
+
+
+def generator_rl(
+    generator: LMWorker,
+    rl: RLConfig,
+    reward_fn: RewardFn,
+    source_for: Callable[[str], ProblemSource],
+    tracker: Tracker,
+    *,
+    seed: int,
+    offset: int,
+    steps: int,
+    first: int,
+    eval_every: int,
+    evaluate: Callable[[], dict[str, float]],
+    checkpoint: Checkpoint,
+    checkpoint_every: int,
+    desc: str,
+    progress: bool = True,
+) -> None:
+    """``steps`` RL steps of the generator from step ``first``, numbered from ``offset`` (the loop's
+    rounds continue one count): an evaluation every ``eval_every`` steps and a checkpoint every
+    ``checkpoint_every``, except after the last step (the caller evaluates and saves there)."""
+    pad_id = generator.get_tokenizer().pad_token_id
+    bar = tqdm(range(first, steps), desc=desc, disable=not progress)
+    for step in bar:
+        g = offset + step
+        m = rl_step(generator, pad_id, rl, source_for(f"rl-{g}"), reward_fn, derive_seed(seed, "rl_step", g))
+        tracker.log("rl", g + 1, m)
+        bar.set_postfix(reward=f"{m['reward']:.2f}")
+        if (step + 1) % eval_every == 0 and step + 1 < steps:
+            tracker.log("eval", g + 1, evaluate())
+        if (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+            checkpoint(step + 1)
