@@ -32,11 +32,9 @@ from selfverify.judges.arith_rule import (
     evaluate,
     find_claims,
 )
-from selfverify.judges.base import Verdict, VerifyInput
-from selfverify.judges.embedded_rule import EmbeddedRuleVerifier
-from selfverify.judges.generative import (
+from selfverify.judges.base import SCORES, Verdict, VerifyInput
+from selfverify.judges.compact_judge import (
     META_TAG,
-    SCORES,
     VERIFY_TAG,
     analysis_text,
     meta_prompt,
@@ -48,6 +46,7 @@ from selfverify.judges.generative import (
     true_score,
     unfaithful_analysis,
 )
+from selfverify.judges.embedded_rule import EmbeddedRuleVerifier
 from selfverify.judges.records import parse_record
 from selfverify.score import main as score_main
 from selfverify.tasks import Problem, check_solution, parse_problem, realmath

@@ -10,10 +10,7 @@ import pytest
 
 from selfverify.config.schema import ModelSpec
 from selfverify.judges.base import Verdict, VerifyInput
-from selfverify.judges.generative import (
-    GenerativeVerifier,
-    MetaVerifier,
-    ScaledLabel,
+from selfverify.judges.compact_judge import (
     analysis_text,
     claimed_result,
     expected_lines,
@@ -25,12 +22,17 @@ from selfverify.judges.generative import (
     parse_meta,
     problem_prompt,
     reference_analysis,
-    scaled_verification_label,
     split_self_evaluation,
     true_score,
     unfaithful_analysis,
-    verdict_agreement,
     verifier_prompt,
+)
+from selfverify.judges.generative import (
+    GenerativeVerifier,
+    MetaVerifier,
+    ScaledLabel,
+    scaled_verification_label,
+    verdict_agreement,
 )
 from selfverify.judges.registry import load_verifier
 from selfverify.runtime.checkpoint import CheckpointError

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from selfverify.judges.base import Verdict
-from selfverify.judges.generative import FORMAT_VERSION
+from selfverify.judges.compact_judge import FORMAT_VERSION
 from selfverify.loop import main
 from selfverify.recipes.judge_data import misjudgement
 from selfverify.runtime.checkpoint import read_state, write_state

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from selfverify.tasks.base import StepCheck, TaskProblem
 
 
 @dataclass(frozen=True)
@@ -66,3 +69,45 @@ def threshold_verdict(step_scores: list[float], threshold: float) -> Verdict:
             f"(score {step_scores[earliest]:.2f} < threshold {threshold:.2f})."
         )
     return Verdict(step_scores, earliest, 1.0 if earliest == -1 else 0.0, analysis)
+
+
+SCORES = (0.0, 0.5, 1.0)  # the judges' score scale: wrong, a minor flaw, right
+
+
+def format_score(score: float) -> str:
+    """A score on the {0, 0.5, 1} scale as the judge formats write it."""
+    return "0.5" if score == 0.5 else str(int(score))
+
+
+class JudgeFormat(Protocol):
+    """A judge's text format: how the verifier and the meta-verifier are prompted, how their outputs
+    parse, and the ground-truth references their training imitates. ``compact_judge.CompactFormat``
+    (the embedded world) and ``prose_judge.ProseFormat`` (natural language) implement it."""
+
+    name: str
+    version: int  # bumped when outputs of an older judge would be misread
+    verify_tag: str  # what separates a self-verifying generator's solution from its own analysis
+
+    def verifier_prompt(self, problem_text: str, steps: Sequence[str]) -> str: ...
+
+    def meta_prompt(self, problem_text: str, steps: Sequence[str], analysis: str) -> str: ...
+
+    def parse_analysis(self, text: str, n_steps: int) -> Verdict: ...
+
+    def parse_meta(self, text: str) -> tuple[float, bool]:
+        """(meta score, parsed)."""
+        ...
+
+    def reference_analysis(self, problem: TaskProblem, steps: Sequence[str]) -> str: ...
+
+    def unfaithful_analysis(self, problem: TaskProblem, steps: Sequence[str], rng: random.Random) -> str: ...
+
+    def meta_reference(self, problem: TaskProblem, steps: Sequence[str], analysis: str) -> tuple[str, float]:
+        """The faithful meta-verification of ``analysis`` and its meta label."""
+        ...
+
+    def meta_label(self, problem: TaskProblem, verdict: Verdict, check: StepCheck) -> float: ...
+
+    def split_self_evaluation(self, response: str) -> tuple[str, str | None]:
+        """(solution, its own analysis or None)."""
+        ...

@@ -31,12 +31,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from selfverify.judges.base import Verdict
+from selfverify.judges.base import SCORES, Verdict, format_score
 from selfverify.tasks.base import Prompter, StepCheck, Task, TaskProblem, raw_prompter
 
 NAME = "prose"
 VERSION = 1
-SCORES = (0.0, 0.5, 1.0)
 MAX_LINE = 300
 _STEP_RE = re.compile(rf"^Step (\d{{1,3}}): (.{{0,{MAX_LINE}}}?)(Correct|Wrong)\.$")
 _FIRST_RE = re.compile(r"^First wrong step: (none|\d{1,3})$")
@@ -45,9 +44,6 @@ _META_RE = re.compile(r"^Meta score: (0|0\.5|1)$")
 _LAST_INT_RE = re.compile(r"-?\d{1,12}(?!.*\d)")
 VERIFY_TAG = "Self-check:"
 
-
-def format_score(score: float) -> str:
-    return "0.5" if score == 0.5 else str(int(score))
 
 
 def _one_line(text: str) -> str:

@@ -12,13 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from selfverify.config.schema import Config, ModelSpec
-from selfverify.judges.base import Verdict
-from selfverify.judges.generative import (
-    GenerativeVerifier,
-    JudgeFormat,
-    MetaVerifier,
-    scaled_verification_label,
-)
+from selfverify.judges.base import JudgeFormat, Verdict
+from selfverify.judges.generative import GenerativeVerifier, MetaVerifier, scaled_verification_label
 from selfverify.judges.metrics import processbench_metrics
 from selfverify.runtime.workers import LMWorker
 from selfverify.tasks import StepCheck, Task

@@ -12,7 +12,8 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.config.schema import Config, RewardConfig
-from selfverify.judges.generative import GenerativeVerifier, JudgeFormat, MetaVerifier, verdict_agreement
+from selfverify.judges.base import JudgeFormat
+from selfverify.judges.generative import GenerativeVerifier, MetaVerifier, verdict_agreement
 from selfverify.judges.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
