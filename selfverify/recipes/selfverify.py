@@ -394,15 +394,8 @@ def run(cfg: Config, run_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     run_dir = run_dir.resolve()  # workers in other processes (backend=ray) write checkpoints here
     clock = time.time()
     recover(run_dir / "checkpoints" / "latest")
-    backend = make_backend(
-        cfg.backend,
-        cfg.threads,
-        cfg.train,
-        cfg.rollout,
-        roles=("generator", "judge", "meta")
-        if cfg.loop.meta_model.path is not None or cfg.loop.meta_apart
-        else ("generator", "judge"),
-    )
+    roles = ("generator", "judge", "meta") if meta_of_its_own(cfg) else ("generator", "judge")
+    backend = make_backend(cfg.backend, cfg.threads, cfg.train, cfg.rollout, roles=roles)
     try:
         loop = start(cfg, run_dir, backend, clock, progress)
         steps = schedule(cfg.loop.rounds)
@@ -470,7 +463,7 @@ def spawn_judges(run: Run) -> None:
     if "judge" not in workers:
         copied = run.ckpt / "latest" / "generator" if lc.judge_model.path is None else None
         workers["judge"] = run.backend.spawn("judge", specs["judge"], cfg.seed, path=copied)
-        if lc.meta_model.path is not None or lc.meta_apart:
+        if meta_of_its_own(cfg):
             start_meta = copied if lc.meta_model.path is None else None
             workers["meta"] = run.backend.spawn("meta", specs["meta"], cfg.seed, path=start_meta)
     # By default one judge model is both the verifier (prompts ending ``#V``) and the meta-verifier
@@ -527,6 +520,12 @@ def finish(run: Run) -> dict[str, Any]:
 
 
 # --- the judges' training pieces -------------------------------------------------------------------
+
+
+def meta_of_its_own(cfg: Config) -> bool:
+    """Whether the meta-verifier is a model of its own (``loop.meta_model``, ``loop.meta_apart``) rather
+    than the judge model meta-verifying too."""
+    return cfg.loop.meta_model.path is not None or cfg.loop.meta_apart
 
 
 def rounds_share(cfg: Config) -> int:

@@ -61,8 +61,8 @@ class VLLMEngine:
         python = cfg.vllm_python or sys.executable
         if not Path(python).exists():
             raise VLLMError(
-                f"rollout.vllm_python {python}: no such interpreter; install vLLM there (README, "
-                "'Rollout engines') or point the key at a Python that has it"
+                f"rollout.vllm_python {python}: no such interpreter; install vLLM there "
+                "(docs/guides/engines.md, 'Rollout engines') or point the key at a Python that has it"
             )
         authkey = secrets.token_bytes(16)
         self.listener = Listener(("127.0.0.1", 0), authkey=authkey)
