@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from selfverify.config import reference
 from selfverify.config.load import CHOICES, LIMITS, ConfigError, config_dir, load_config, objective_names
-from selfverify.config.schema import Config, reference
+from selfverify.config.schema import Config
 from selfverify.loop import main
 from selfverify.tasks.arithmetic import CORRUPTIONS
 

@@ -8,6 +8,7 @@ both jobs resume inside a phase at the step they last saved.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
@@ -60,66 +61,57 @@ def cold_start(
     generator.end_training()
 
 
-def value_pretraining(
-    generator: LMWorker,
-    rl: RLConfig,
-    reward_fn: RewardFn,
-    source_for: Callable[[str], ProblemSource],
-    tracker: Tracker,
-    *,
-    seed: int,
-    tag: str,
-    log_offset: int,
-    first: int = 0,
-    desc: str = "value pretraining",
-    progress: bool = True,
-) -> None:
-    """VAPO's value pretraining: the critic alone on Monte-Carlo returns, steps ``first`` onward of
-    ``rl.value_pretrain_steps``, their prompts keyed ``{tag}-{step}``."""
-    pad_id = generator.get_tokenizer().pad_token_id
-    bar = tqdm(range(first, rl.value_pretrain_steps), desc=desc, disable=not progress)
-    for step in bar:
-        m = value_pretrain_step(
-            generator,
-            pad_id,
-            rl,
-            source_for(f"{tag}-{step}"),
-            reward_fn,
-            derive_seed(seed, "rl_step", step),
-        )
-        tracker.log("value_pretrain", log_offset + step + 1, m)
-        bar.set_postfix(value_loss=f"{m['value_loss']:.3f}")
+@dataclass
+class GeneratorRL:
+    """The generator's RL as one job or one loop round runs it: the worker, its settings and reward, the
+    prompts' source, and where the steps are logged. ``round`` keys the steps' random streams."""
 
+    generator: LMWorker
+    rl: RLConfig
+    reward_fn: RewardFn
+    source_for: Callable[[str], ProblemSource]
+    tracker: Tracker
+    seed: int
+    round: int = 0
+    progress: bool = True
 
-def generator_rl(
-    generator: LMWorker,
-    rl: RLConfig,
-    reward_fn: RewardFn,
-    source_for: Callable[[str], ProblemSource],
-    tracker: Tracker,
-    *,
-    seed: int,
-    offset: int,
-    steps: int,
-    first: int,
-    eval_every: int,
-    evaluate: Callable[[], dict[str, float]],
-    checkpoint: Checkpoint,
-    checkpoint_every: int,
-    desc: str,
-    progress: bool = True,
-) -> None:
-    """``steps`` RL steps of the generator from step ``first``, numbered from ``offset`` (the loop's
-    rounds continue one count): an evaluation every ``eval_every`` steps and a checkpoint every
-    ``checkpoint_every``, except after the last step (the caller evaluates and saves there)."""
-    pad_id = generator.get_tokenizer().pad_token_id
-    bar = tqdm(range(first, steps), desc=desc, disable=not progress)
-    for step in bar:
-        g = offset + step
-        m = rl_step(generator, pad_id, rl, source_for(f"rl-{g}"), reward_fn, derive_seed(seed, "rl_step", g))
-        tracker.log("rl", g + 1, m)
-        bar.set_postfix(reward=f"{m['reward']:.2f}")
-        if (step + 1) % eval_every == 0 and step + 1 < steps:
-            tracker.log("eval", g + 1, evaluate())
-        if (step + 1) % checkpoint_every == 0 and step + 1 < steps:
-            checkpoint(step + 1)
+    def value_pretraining(self, *, tag: str, log_offset: int, first: int = 0, desc: str) -> None:
+        """VAPO's value pretraining: the critic alone on Monte-Carlo returns, steps ``first`` onward of
+        ``rl.value_pretrain_steps``, their prompts keyed ``{tag}-{step}``."""
+        pad_id = self.generator.get_tokenizer().pad_token_id
+        bar = tqdm(range(first, self.rl.value_pretrain_steps), desc=desc, disable=not self.progress)
+        for step in bar:
+            seed = derive_seed(self.seed, "rl_step", step)
+            m = value_pretrain_step(
+                self.generator, pad_id, self.rl, self.source_for(f"{tag}-{step}"), self.reward_fn, seed
+            )
+            self.tracker.log("value_pretrain", log_offset + step + 1, m)
+            bar.set_postfix(value_loss=f"{m['value_loss']:.3f}")
+
+    def steps(
+        self,
+        *,
+        offset: int,
+        steps: int,
+        first: int,
+        eval_every: int,
+        evaluate: Callable[[], dict[str, float]],
+        checkpoint: Checkpoint,
+        checkpoint_every: int,
+        desc: str,
+    ) -> None:
+        """``steps`` RL steps from step ``first``, numbered from ``offset`` (the loop's rounds continue one
+        count): an evaluation every ``eval_every`` steps and a checkpoint every ``checkpoint_every``,
+        except after the last step (the caller evaluates and saves there)."""
+        pad_id = self.generator.get_tokenizer().pad_token_id
+        bar = tqdm(range(first, steps), desc=desc, disable=not self.progress)
+        for step in bar:
+            g = offset + step
+            seed = derive_seed(self.seed, "rl_step", g)
+            m = rl_step(self.generator, pad_id, self.rl, self.source_for(f"rl-{g}"), self.reward_fn, seed)
+            self.tracker.log("rl", g + 1, m)
+            bar.set_postfix(reward=f"{m['reward']:.2f}")
+            if (step + 1) % eval_every == 0 and step + 1 < steps:
+                self.tracker.log("eval", g + 1, evaluate())
+            if (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+                checkpoint(step + 1)

@@ -13,7 +13,7 @@ from typing import Any
 
 from selfverify.config.schema import Config
 from selfverify.recipes.evaluate import evaluate_generator
-from selfverify.recipes.generator import cold_start, generator_rl, problem_source, value_pretraining
+from selfverify.recipes.generator import GeneratorRL, cold_start, problem_source
 from selfverify.recipes.rewards import task_rewards
 from selfverify.recipes.rl_step import lr_decay_steps, uses_critic
 from selfverify.runtime.backends import Backend, make_backend
@@ -111,27 +111,11 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, t_start: float, progress:
         def source_for(tag: str):
             return problem_source(cfg, task, exclude, tag)
 
+        job = GeneratorRL(policy, rl, reward_fn, source_for, tracker, cfg.seed, progress=progress)
         if state["phase"] == "value_pretrain":
-            value_pretraining(
-                policy,
-                rl,
-                reward_fn,
-                source_for,
-                tracker,
-                seed=cfg.seed,
-                tag="vp",
-                log_offset=0,
-                first=state["step"],
-                progress=progress,
-            )
+            job.value_pretraining(tag="vp", log_offset=0, first=state["step"], desc="value pretraining")
             state.update(phase="rl", step=0)
-        generator_rl(
-            policy,
-            rl,
-            reward_fn,
-            source_for,
-            tracker,
-            seed=cfg.seed,
+        job.steps(
             offset=0,
             steps=rl.steps,
             first=state["step"],
@@ -140,7 +124,6 @@ def _run(cfg: Config, run_dir: Path, backend: Backend, t_start: float, progress:
             checkpoint=lambda step: checkpoint(ckpt / "latest", "rl", step),
             checkpoint_every=cfg.checkpoint_every,
             desc=f"RL ({rl.advantage})",
-            progress=progress,
         )
         final = evaluate()
         tracker.log("eval", rl.steps, final)

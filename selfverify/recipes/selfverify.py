@@ -40,7 +40,7 @@ from selfverify.judges.generative import (
     require_version,
 )
 from selfverify.recipes.evaluate import evaluate_generator
-from selfverify.recipes.generator import cold_start, generator_rl, problem_source, value_pretraining
+from selfverify.recipes.generator import GeneratorRL, cold_start, problem_source
 from selfverify.recipes.judge_data import (
     Example,
     Labelled,
@@ -296,26 +296,12 @@ def train_generator(run: Run) -> None:
         resume=state.step > 0,
     )
     reward_fn = generator_rewards(cfg, judges.world, gen.get_tokenizer(), judges.verifier, judges.meta)
+    job = GeneratorRL(gen, rl, reward_fn, run.source_for, run.tracker, cfg.seed, r, run.progress)
     if uses_critic(rl) and state.step == 0:
-        value_pretraining(
-            gen,
-            rl,
-            reward_fn,
-            run.source_for,
-            run.tracker,
-            seed=cfg.seed,
-            tag=f"vp-{r}",
-            log_offset=r * rl.value_pretrain_steps,
-            desc=f"round {r}: value pretraining",
-            progress=run.progress,
+        job.value_pretraining(
+            tag=f"vp-{r}", log_offset=r * rl.value_pretrain_steps, desc=f"round {r}: value pretraining"
         )
-    generator_rl(
-        gen,
-        rl,
-        reward_fn,
-        run.source_for,
-        run.tracker,
-        seed=cfg.seed,
+    job.steps(
         offset=r * per_round,
         steps=per_round,
         first=state.step,
@@ -324,7 +310,6 @@ def train_generator(run: Run) -> None:
         checkpoint=lambda step: run.save("generator", step=step),
         checkpoint_every=cfg.checkpoint_every,
         desc=f"round {r}: generator RL",
-        progress=run.progress,
     )
     gen.end_training()
 
@@ -678,7 +663,12 @@ def judge_rl(
     for step in tqdm(range(steps), desc=f"round {r}: {tag} RL", disable=not run.progress):
         batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
         m = rl_step(
-            judge.lm, pad_id, jcfg, lambda _r, b=batch: b, reward_fn, derive_seed(cfg.seed, "rl_step", step)
+            judge.lm,
+            pad_id,
+            jcfg,
+            lambda _r, b=batch: b,
+            reward_fn,
+            derive_seed(cfg.seed, "rl_step", step),
         )
         run.tracker.log(f"{tag}_rl", r * steps + step + 1, m)
     judge.lm.end_training()
