@@ -136,6 +136,15 @@ def test_cli_reports_the_parse_rate_and_warns_when_it_is_low(
     assert "did not follow its format" in warned[0] and "F1" in warned[0]
 
 
+def test_cli_loads_a_judge_in_the_dtype_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--dtype and --device reach a generative judge (they were refused as options it does not take)."""
+    out, judge = tmp_path / "out.jsonl", tiny_judge(tmp_path)
+    argv = ["--verifier", str(judge), "--input", str(PB_SAMPLE), "--output", str(out), "--device", "cpu"]
+    assert main([*argv, "--dtype", "bfloat16"]) == 0 and len(read_jsonl(out)) == 8
+    assert main([*argv, "--dtype", "float16"]) == 2  # not a dtype the judge trains or samples in
+    assert "dtype 'float16'" in capsys.readouterr().err
+
+
 @contextlib.contextmanager
 def stderr_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
     """sys.stderr on a pseudo-terminal (a real one: isatty is true), what it shows collected."""

@@ -17,7 +17,7 @@ from selfverify.judges.compact_judge import CompactFormat, require_format
 from selfverify.judges.prose_judge import VERSION as PROSE_VERSION
 from selfverify.judges.prose_judge import ProseFormat
 from selfverify.runtime.checkpoint import CheckpointError
-from selfverify.runtime.models import chat_prompter
+from selfverify.runtime.models import DTYPES, chat_prompter
 from selfverify.runtime.workers import LMWorker, build
 from selfverify.tasks.base import Prompter, Task
 from selfverify.utils.io import atomic_write_json
@@ -151,10 +151,14 @@ class GenerativeVerifier(LMJudge):
         atomic_write_json(path / "verifier.json", manifest)
 
     @classmethod
-    def from_pretrained(cls, path: Path, **kwargs: object) -> GenerativeVerifier:
+    def from_pretrained(
+        cls, path: Path, *, device: str = "cpu", dtype: str = "float32", **kwargs: object
+    ) -> GenerativeVerifier:
         """A saved judge, or any Hugging Face instruct model (no ``verifier.json``) as a prompted judge
-        in the prose format."""
-        lm = build(ModelSpec(), seed=0, path=path)
+        in the prose format, on ``device`` in ``dtype`` (float32 or bfloat16)."""
+        if dtype not in DTYPES:
+            raise CheckpointError(f"judge {path}: dtype {dtype!r} is not one of {list(DTYPES)}")
+        lm = build(ModelSpec(device=device, dtype=dtype), seed=0, path=path)
         manifest_path = Path(path) / "verifier.json"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"format": "prose"}
         if manifest.get("format") == "prose":
