@@ -38,6 +38,7 @@ import codecs
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@dataclass
+class Tally:
+    """What a scoring run counted: the records written and skipped, and what the metrics need."""
+
+    written: int = 0
+    skipped: int = 0
+    score: float = 0.0
+    flagged: int = 0
+    parsed: int = 0
+    preds: list[int] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+
+    def add(self, out: dict[str, Any]) -> None:
+        self.written += 1
+        self.score += out["score"]
+        self.flagged += out["earliest_error"] >= 0
+        self.parsed += out.get("parsed", True)
+        if "label" in out:
+            self.preds.append(out["earliest_error"])
+            self.labels.append(out["label"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0, or 2 for a failed run)."""
     args = build_parser().parse_args(argv)
@@ -128,19 +151,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.input.is_file():
         print(f"error: no such input file: {args.input}", file=sys.stderr)
         return EXIT_FAILED
+    verifier = _load(args)
+    if verifier is None:
+        return EXIT_FAILED
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        writer = AtomicJsonlWriter(args.output)
+    except OSError as exc:
+        print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    start = time.perf_counter()
+    tally, failure = _score_all(args, verifier, writer)
+    if failure is not None:
+        print(f"error: {failure}", file=sys.stderr)
+        print(
+            f"stopped: the {writer.count} records scored before it are in {writer.partial_path}; "
+            f"{args.output} was not written",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    _report(args, tally, time.perf_counter() - start)
+    return EXIT_OK
+
+
+def _load(args: argparse.Namespace) -> Verifier | None:
+    """The verifier ``--verifier`` names, with ``--device``/``--dtype``; None (reported) when it cannot
+    be loaded that way."""
     options = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v is not None}
     try:
-        verifier = load_verifier(args.verifier, **options)
+        return load_verifier(args.verifier, **options)
     except (VerifierSpecError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
     except TypeError as exc:  # a loader without a device or dtype option
         if not options:
             raise
         print(f"error: verifier {args.verifier!r} does not take {', '.join(options)}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    return None
 
-    skipped = 0
+
+def _score_all(
+    args: argparse.Namespace, verifier: Verifier, writer: AtomicJsonlWriter
+) -> tuple[Tally, RecordError | None]:
+    """Score the input in batches into ``writer``; with ``--on-error fail`` the first bad record stops
+    the run (returned), keeping what was scored before it in the partial file."""
+    tally = Tally()
     # Records done, scored or skipped, out of the input's non-blank lines (a JSON array: unknown), on a
     # terminal. It moves once a batch, and each move is shown: a generative judge's batch takes minutes.
     bar = tqdm(
@@ -153,32 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     def warn(err: RecordError) -> None:
-        nonlocal skipped
-        skipped += 1
+        tally.skipped += 1
         tqdm.write(f"warning: {err} (skipped)", file=sys.stderr)
         bar.update(1)
 
-    preds: list[int] = []
-    labels: list[int] = []
-    totals = {"score": 0.0, "flagged": 0, "parsed": 0}
-    start = time.perf_counter()
-    try:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        writer = AtomicJsonlWriter(args.output)
-    except OSError as exc:
-        print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
     batch: list[ScoreItem] = []
 
     def flush() -> None:
         for out in _score_batch(verifier, batch, args.threshold):
             writer.write(out)
-            totals["score"] += out["score"]
-            totals["flagged"] += out["earliest_error"] >= 0
-            totals["parsed"] += out.get("parsed", True)
-            if "label" in out:
-                preds.append(out["earliest_error"])
-                labels.append(out["label"])
+            tally.add(out)
         bar.update(len(batch))
         batch.clear()
 
@@ -189,8 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failure: RecordError | None = None
     with writer:
         try:
-            records = read_records(args.input, on_error=args.on_error, warn=warn)
-            for line_no, record in records:
+            for line_no, record in read_records(args.input, on_error=args.on_error, warn=warn):
                 try:
                     item = parse_record(record, line_no, args.split_rule)
                     if validate is not None:
@@ -207,42 +244,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         bar.close()
         if failure is not None:
             writer.abort()
-    if failure is not None:
-        print(f"error: {failure}", file=sys.stderr)
-        print(
-            f"stopped: the {writer.count} records scored before it are in {writer.partial_path}; "
-            f"{args.output} was not written",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
-    elapsed = time.perf_counter() - start
+    return tally, failure
 
+
+def _report(args: argparse.Namespace, tally: Tally, elapsed: float) -> None:
+    """Print the run's figures (ProcessBench metrics when labelled), warn on a low parse rate, and
+    write ``--metrics-json``."""
+    n = tally.written
     summary: dict[str, Any] = {
         "verifier": args.verifier,
         "input": str(args.input),
-        "records": writer.count,
-        "skipped": skipped,
+        "records": n,
+        "skipped": tally.skipped,
         "seconds": round(elapsed, 3),
-        "records_per_s": round(writer.count / elapsed, 1) if elapsed > 0 else None,
+        "records_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
         "threshold": args.threshold,
-        "mean_score": totals["score"] / writer.count if writer.count else None,
-        "n_flagged": totals["flagged"],
-        "parse_rate": totals["parsed"] / writer.count if writer.count else None,
-        "n_parsed": totals["parsed"],
+        "mean_score": tally.score / n if n else None,
+        "n_flagged": tally.flagged,
+        "parse_rate": tally.parsed / n if n else None,
+        "n_parsed": tally.parsed,
     }
     rate = summary["records_per_s"]
-    print(f"scored {writer.count} records ({skipped} skipped) in {elapsed:.2f} s: {rate} records/s")
-    if writer.count:
-        print(f"mean score {summary['mean_score']:.4f}; {totals['flagged']} with a step judged wrong")
-        parsed = f"{totals['parsed']} of {writer.count} verdicts parsed"
-        print(f"parse rate {100 * summary['parse_rate']:.1f}%: {parsed}")
-    if labels:
-        metrics = processbench_metrics(preds, labels)
+    print(f"scored {n} records ({tally.skipped} skipped) in {elapsed:.2f} s: {rate} records/s")
+    if n:
+        print(f"mean score {summary['mean_score']:.4f}; {tally.flagged} with a step judged wrong")
+        print(f"parse rate {100 * summary['parse_rate']:.1f}%: {tally.parsed} of {n} verdicts parsed")
+    if tally.labels:
+        metrics = processbench_metrics(tally.preds, tally.labels)
         summary.update(metrics)
         print(_format_metrics(metrics))
-    if writer.count and summary["parse_rate"] < PARSE_RATE_WARNING:
+    if n and summary["parse_rate"] < PARSE_RATE_WARNING:
         print(
-            f"warning: only {totals['parsed']} of {writer.count} analyses parsed (parse rate "
+            f"warning: only {tally.parsed} of {n} analyses parsed (parse rate "
             f"{100 * summary['parse_rate']:.1f}%, below {100 * PARSE_RATE_WARNING:.0f}%): the judge's "
             "analyses mostly did not follow its format, and an unparsed analysis counts as judging "
             "every step wrong, so acc_err, acc_corr, F1 and the scores say little about its judgment; "
@@ -252,7 +285,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.metrics_json:
         args.metrics_json.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.metrics_json, summary)
-    return EXIT_OK
 
 
 def _jsonl_records(path: Path) -> int | None:
