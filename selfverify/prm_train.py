@@ -64,6 +64,7 @@ from selfverify.runtime.models import build_char_tokenizer, build_model
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, train_problems
 from selfverify.tasks.arithmetic import synthetic_solution
 from selfverify.utils.io import RecordError, read_records, report_record_error
+from selfverify.utils.seeds import stream_seed
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def embedded_record(problem: Problem, rng: random.Random, correct_fraction: floa
 
 
 def embedded_records(problems: Sequence[Problem], seed: int, correct_fraction: float) -> list[StepRecord]:
-    rng = random.Random(f"prm-solutions-{seed}")
+    rng = random.Random(stream_seed(seed, "prm_solutions"))
     return [embedded_record(p, rng, correct_fraction) for p in problems]
 
 
@@ -143,7 +144,7 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int) -
     Within pools of 16 batches the items are sorted by length before batching, which cuts the
     padding (and so the compute) of a batch, and the batches are shuffled again.
     """
-    rng = random.Random(f"prm-batches-{seed}")
+    rng = random.Random(stream_seed(seed, "prm_batches"))
     pool = 16 * batch_size
     while True:
         order = list(range(len(lengths)))

@@ -31,6 +31,7 @@ from selfverify.runtime.rollout import (
 from selfverify.runtime.trainer import policy_update, sft_step
 from selfverify.runtime.workers import LMWorker
 from selfverify.tasks import Problem, split_steps
+from selfverify.utils.seeds import stream_seed
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
 PROBLEMS = [Problem(i + 1, (("+", 2), ("-", 3))) for i in range(6)]
@@ -389,3 +390,14 @@ def test_rl_pipeline_rewards_outcomes_or_the_tasks_step_labels():
         [problem] * 2, rollout
     )
     assert mix.steps.rewards.tolist() == [[0.5, 0.5, 1.5], [0.5, 0.0, 0.0]]
+
+
+def test_stream_seeds_differ_by_phase_round_and_step() -> None:
+    keys = [(p, r, s) for p in ("generator_rl", "verifier_rl", "meta_rl") for r in range(3) for s in range(5)]
+    seeds = {stream_seed(0, *k) for k in keys}
+    assert len(seeds) == len(keys) and stream_seed(0, "verifier_rl", 1, 2) == stream_seed(
+        0, "verifier_rl", 1, 2
+    )
+    assert all(0 <= s < 2**63 for s in seeds) and stream_seed(1, "generator_rl") != stream_seed(
+        0, "generator_rl"
+    )

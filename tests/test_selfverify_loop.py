@@ -12,6 +12,8 @@ from transformers import AutoTokenizer
 from selfverify.judges.base import Verdict
 from selfverify.judges.compact_judge import FORMAT_VERSION
 from selfverify.loop import main
+from selfverify.recipes import generator as generator_recipe
+from selfverify.recipes import selfverify as selfverify_recipe
 from selfverify.recipes.judge_data import misjudgement
 from selfverify.runtime.checkpoint import read_state, write_state
 from selfverify.utils.tracking import read_metrics
@@ -225,3 +227,21 @@ def test_auto_audits_blind_only_where_the_meta_verifier_passes_its_check(
     kill_midway(run, [*apart, "loop.meta_audit=auto"], lambda m: any(r["phase"] == "rl" for r in m))
     assert _run(run, [*apart, "loop.meta_audit=auto"])["meta_audit"] == audit
     assert read_metrics(run) == metrics
+
+
+def test_every_rl_phase_and_round_draws_its_own_samples(tmp_path, tiny_overrides, tiny_loop, monkeypatch):
+    """The verifier's, the meta-verifier's and the generator's RL steps, in every round, sample with
+    seeds of their own (they once shared ``rl_step`` seeds by step index alone)."""
+    seeds: list[int] = []
+    real = selfverify_recipe.rl_step
+
+    def recording(*args, **kwargs):
+        seeds.append(args[5])  # rl_step(worker, pad_id, cfg, source, reward_fn, seed): runs as ever
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(selfverify_recipe, "rl_step", recording)
+    monkeypatch.setattr(generator_recipe, "rl_step", recording)
+    _run(tmp_path / "run", [*tiny_overrides, *tiny_loop])
+    # 2 rounds × (2 verifier + 2 meta + 2 generator) steps, less the verifier's in a round whose scaled
+    # verification kept no auto-label
+    assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)

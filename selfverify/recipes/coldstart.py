@@ -8,6 +8,7 @@ import random
 from selfverify.config.schema import Config
 from selfverify.tasks import Task
 from selfverify.tasks.base import TaskProblem
+from selfverify.utils.seeds import stream_seed
 
 
 def demonstrations(
@@ -20,7 +21,7 @@ def demonstrations(
     ground-truth analysis of itself, so the generator starts out able to write its self-evaluation.
     """
     problems = task.train_problems(cfg.sft.batch_size, seed=cfg.seed, tag=f"sft-{step}", exclude=exclude)
-    style = random.Random(f"{cfg.seed}-sft-style-{step}")
+    style = random.Random(stream_seed(cfg.seed, "sft_style", 0, step))
     demos = [task.demonstration(p, direct=style.random() < cfg.sft.direct_answer_fraction) for p in problems]
     if cfg.reward.mode == "self_verify":
         demos = [

@@ -18,7 +18,7 @@ from selfverify.recipes.rl_step import ProblemSource, RewardFn, rl_step, value_p
 from selfverify.runtime.workers import LMWorker
 from selfverify.tasks import Task
 from selfverify.tasks.base import TaskProblem
-from selfverify.utils.seeds import derive_seed
+from selfverify.utils.seeds import stream_seed
 from selfverify.utils.tracking import Tracker
 
 Checkpoint = Callable[[int], None]  # saves the run with this many steps of the phase done
@@ -81,7 +81,7 @@ class GeneratorRL:
         pad_id = self.generator.get_tokenizer().pad_token_id
         bar = tqdm(range(first, self.rl.value_pretrain_steps), desc=desc, disable=not self.progress)
         for step in bar:
-            seed = derive_seed(self.seed, "rl_step", step)
+            seed = stream_seed(self.seed, "value_pretrain", self.round, step)
             m = value_pretrain_step(
                 self.generator, pad_id, self.rl, self.source_for(f"{tag}-{step}"), self.reward_fn, seed
             )
@@ -107,7 +107,7 @@ class GeneratorRL:
         bar = tqdm(range(first, steps), desc=desc, disable=not self.progress)
         for step in bar:
             g = offset + step
-            seed = derive_seed(self.seed, "rl_step", g)
+            seed = stream_seed(self.seed, "generator_rl", self.round, g)
             m = rl_step(self.generator, pad_id, self.rl, self.source_for(f"rl-{g}"), self.reward_fn, seed)
             self.tracker.log("rl", g + 1, m)
             bar.set_postfix(reward=f"{m['reward']:.2f}")

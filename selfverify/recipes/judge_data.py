@@ -21,7 +21,7 @@ from selfverify.tasks.arithmetic import Problem as ArithmeticProblem
 from selfverify.tasks.base import TaskProblem
 from selfverify.tasks.mathdata import MathProblem
 from selfverify.tasks.worded import WordedProblem
-from selfverify.utils.seeds import derive_seed
+from selfverify.utils.seeds import stream_seed
 
 UNPARSED = -2  # the earliest-error prediction of an unparsable analysis in the metrics
 # A judge training example: who learns it ("verifier" or "meta"), the prompt, the target.
@@ -186,7 +186,7 @@ def scaled_verification(
         [samples[i] for i, _ in repeated],
         [analyses[i][j].analysis for i, j in repeated],
         greedy=False,
-        seed=seed + 1,
+        seed=stream_seed(seed, "meta_verifications"),
     )
     meta_of = {
         ij: [ms for ms, _ in judged[q * lc.scaled_m : (q + 1) * lc.scaled_m]] for q, ij in enumerate(needs)
@@ -246,12 +246,15 @@ def evaluate_judges(
     verifier: GenerativeVerifier,
     meta: MetaVerifier,
     heldout: Sequence[TaskProblem],
+    round: int = 0,
 ) -> dict[str, float]:
     """Verifier earliest-error F1 and meta-verifier accuracy on held-out generator samples, and the
     reward-hacking signal: mean verifier score minus mean true score of the same samples."""
     problems = list(heldout[: cfg.loop.eval_samples])
     task, fmt = world.task, world.fmt
-    samples = generate_samples(cfg, world, generator, problems, seed=derive_seed(cfg.seed, "judge_eval"))
+    samples = generate_samples(
+        cfg, world, generator, problems, seed=stream_seed(cfg.seed, "judge_eval", round)
+    )
     verdicts, checks, pb = verifier_metrics(world, verifier, problems, samples)
     truth = [task.true_score(p, c) for p, c in zip(problems, checks, strict=True)]
     judged = meta.meta_verify([p.text for p in problems], samples, [v.analysis for v in verdicts])

@@ -35,6 +35,7 @@ from selfverify.algos.utils import explained_variance
 from selfverify.config.schema import RLConfig
 from selfverify.runtime.rollout import Rollout, concat_rollouts, line_end_tokens
 from selfverify.tasks.base import TaskProblem
+from selfverify.utils.seeds import stream_seed
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -152,7 +153,7 @@ def collect(
             [p.prompt for p in expanded],
             max_new_tokens=cfg.max_new_tokens,
             temperature=cfg.temperature,
-            seed=seed + 7919 * rounds,
+            seed=stream_seed(seed, "refill", rounds) if rounds else seed,
         )
         scored = Scored(*reward_fn(expanded, rollout))
         last = (problems, rollout, scored)

@@ -70,7 +70,7 @@ from selfverify.runtime.workers import LMWorker
 from selfverify.tasks import Task, make_task
 from selfverify.tasks.base import TaskProblem
 from selfverify.utils.io import recover, write_atomically
-from selfverify.utils.seeds import derive_seed
+from selfverify.utils.seeds import stream_seed
 from selfverify.utils.tracking import Tracker
 
 # A judge SFT phase warms up over its first fifth, at most 20 steps.
@@ -199,7 +199,7 @@ def judge_cold_start(run: Run) -> None:
     seed_data = task.processbench_seed(lc.judge_seed, on_error="fail") if lc.judge_seed else []
     pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=run.exclude)
     samples = generate_samples(
-        cfg, judges.world, run.generator, pool_problems, seed=derive_seed(cfg.seed, "judge_pool")
+        cfg, judges.world, run.generator, pool_problems, seed=stream_seed(cfg.seed, "judge_pool")
     )
     pool = [(p, tuple(s)) for p, s in zip(pool_problems, samples, strict=True)]
     pool += [(p, tuple(steps)) for p, steps, _ in seed_data]
@@ -216,7 +216,7 @@ def check_judges(run: Run) -> None:
     # Fresh generator samples of training problems, drawn once: the generator does not change here.
     val = task.train_problems(lc.judge_val_samples, seed=cfg.seed, tag="judge-val", exclude=run.exclude)
     val_samples = generate_samples(
-        cfg, judges.world, run.generator, val, seed=derive_seed(cfg.seed, "judge_val")
+        cfg, judges.world, run.generator, val, seed=stream_seed(cfg.seed, "judge_val")
     )
     done = lc.judge_sft_steps
     for extends in range(lc.judge_max_extends + 1):
@@ -271,8 +271,8 @@ def train_judges(run: Run) -> None:
         judge_rl(run, meta, own, own_check_rewards(meta_fmt), lc.meta_rl_steps, "meta")
     else:  # meta RL items: analyses of only as many pool samples as the steps consume
         need = -(-lc.meta_rl_steps * lc.judge_prompts_per_step // META_ITEMS_PER_SAMPLE)
-        subset = random.Random(f"{cfg.seed}-meta-{r}").sample(pool, min(len(pool), need))
-        items = meta_items(run, subset, seed=derive_seed(cfg.seed, "meta_items", r))
+        subset = random.Random(stream_seed(cfg.seed, "meta_subset", r)).sample(pool, min(len(pool), need))
+        items = meta_items(run, subset, seed=stream_seed(cfg.seed, "meta_items", r))
         judge_rl(run, meta, items, meta_rewards(fmt), lc.meta_rl_steps, "meta")
 
 
@@ -323,7 +323,7 @@ def scaled_labels(run: Run) -> None:
         lc.scaled_samples, seed=cfg.seed, tag=f"scaled-{r}", exclude=run.exclude
     )
     samples = generate_samples(
-        cfg, judges.world, run.generator, problems, seed=derive_seed(cfg.seed, "scaled_samples", r)
+        cfg, judges.world, run.generator, problems, seed=stream_seed(cfg.seed, "scaled_samples", r)
     )
     auto, stats = scaled_verification(
         cfg,
@@ -332,7 +332,7 @@ def scaled_labels(run: Run) -> None:
         judges.meta,
         problems,
         samples,
-        seed=derive_seed(cfg.seed, "scaled_verification", r),
+        seed=stream_seed(cfg.seed, "scaled_verification", r),
     )
     if lc.labels == "truth":
         auto = [truth_labelled(judges.world, p, s) for p, s in zip(problems, samples, strict=True)]
@@ -346,7 +346,7 @@ def evaluate_round(run: Run) -> None:
     figures = {
         "round": r,
         **run.state.scaled_stats,
-        **evaluate_judges(cfg, judges.world, run.generator, judges.verifier, judges.meta, run.heldout),
+        **evaluate_judges(cfg, judges.world, run.generator, judges.verifier, judges.meta, run.heldout, r),
     }
     gen = run.evaluate()
     figures |= {"generator_accuracy": gen["accuracy"], "valid_solution_rate": gen["valid_solution_rate"]}
@@ -533,8 +533,8 @@ def judge_sft(
     for judge in judges.trainees.values():
         warmup = min(JUDGE_SFT_MAX_WARMUP, steps // JUDGE_SFT_WARMUP_DIVISOR)
         judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps)
-    rng = random.Random(f"{cfg.seed}-judge_sft-{r}" + (f"-from-{first}" if first else ""))
-    apart_rng = random.Random(f"{cfg.seed}-apart-{r}-{first}")
+    rng = random.Random(stream_seed(cfg.seed, "judge_sft", r, first))
+    apart_rng = random.Random(stream_seed(cfg.seed, "meta_sft_apart", r, first))
     desc = f"round {r}: judge_sft" if run.state.phase != "judges" else "cold start: judge_sft"
     for step in tqdm(range(first, first + steps), desc=desc, disable=not run.progress):
         if lc.meta_apart:
@@ -659,7 +659,7 @@ def judge_rl(
     # rl.kl_coef > 0: the KL penalty to the judge as this phase found it.
     judge.lm.start_rl(lc.judge_rl_lr, reference=jcfg.kl_coef > 0, grad_clip=jcfg.grad_clip)
     pad_id = judge.lm.get_tokenizer().pad_token_id
-    rng = random.Random(f"{cfg.seed}-{tag}-{r}")
+    rng = random.Random(stream_seed(cfg.seed, f"{tag}_rl_batches", r))
     for step in tqdm(range(steps), desc=f"round {r}: {tag} RL", disable=not run.progress):
         batch = rng.sample(list(items), min(len(items), lc.judge_prompts_per_step))
         m = rl_step(
@@ -668,7 +668,7 @@ def judge_rl(
             jcfg,
             lambda _r, b=batch: b,
             reward_fn,
-            derive_seed(cfg.seed, "rl_step", step),
+            stream_seed(cfg.seed, f"{tag}_rl", r, step),
         )
         run.tracker.log(f"{tag}_rl", r * steps + step + 1, m)
     judge.lm.end_training()

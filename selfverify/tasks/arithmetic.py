@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from selfverify.config.schema import TaskSpec
 from selfverify.tasks.base import StepCheck, labelled_steps
+from selfverify.utils.seeds import stream_seed
 
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 MAX_DIGITS = 12  # bounds every number the checker reads, so untrusted text can't cost big-int work
@@ -163,7 +164,7 @@ def synthetic_solution(
 
 def heldout_split(spec: TaskSpec, n: int, seed: int) -> list[Problem]:
     """The fixed held-out problems: distinct, drawn from their own seed."""
-    rng, seen, out = random.Random(f"heldout-{seed}"), set(), []
+    rng, seen, out = random.Random(stream_seed(seed, "heldout")), set(), []
     while len(out) < n:
         p = sample_problem(rng, spec)
         if p not in seen:
@@ -178,7 +179,7 @@ def train_problems(spec: TaskSpec, n: int, *, seed: int, tag: str, exclude: set[
     Keying the draw by a tag such as ``"rl-17"`` makes every step's data independent of the steps
     before it, so a resumed run sees exactly the data the killed run would have seen.
     """
-    rng, out = random.Random(f"train-{seed}-{tag}"), []
+    rng, out = random.Random(stream_seed(seed, f"train_problems/{tag}")), []
     while len(out) < n:
         p = sample_problem(rng, spec)
         if p not in exclude:

@@ -39,6 +39,7 @@ from selfverify.tasks.arithmetic import OFFSETS
 from selfverify.tasks.base import Prompter, StepCheck, labelled_steps, raw_prompter
 from selfverify.tasks.realmath import answers_equal, load_math_dataset, split_steps
 from selfverify.utils.io import OnError, RecordError, read_records, report_record_error
+from selfverify.utils.seeds import stream_seed
 
 MathKind = Literal["gsm8k", "math"]
 MATH_KINDS: tuple[str, ...] = ("gsm8k", "math")
@@ -229,7 +230,7 @@ class MathDatasetTask:
         """``n`` held-out problems in an order keyed by ``seed``; all of them come from the fixed pool."""
         if n > len(self._heldout):
             raise ValueError(f"{self.name}: {n} held-out problems asked for, {len(self._heldout)} there are")
-        return random.Random(f"heldout-{seed}").sample(self._heldout, n)
+        return random.Random(stream_seed(seed, "heldout")).sample(self._heldout, n)
 
     def train_problems(self, n: int, *, seed: int, tag: str, exclude: set[MathProblem]) -> list[MathProblem]:
         """``n`` distinct training problems drawn by an RNG keyed by (seed, tag), none in ``exclude``."""
@@ -239,7 +240,7 @@ class MathDatasetTask:
                 f"{self.name}: {n} training problems asked for, {len(available)} remain "
                 f"({len(self._train)} in the training pool, the rest excluded)"
             )
-        return random.Random(f"train-{seed}-{tag}").sample(available, n)
+        return random.Random(stream_seed(seed, f"train_problems/{tag}")).sample(available, n)
 
     def split_steps(self, solution: str) -> list[str]:
         """Non-empty stripped lines: the task asks for one step per line."""
