@@ -35,7 +35,7 @@ from selfverify.recipes.rl_step import rl_step
 from selfverify.runtime.engines import configure_torch
 from selfverify.runtime.models import chat_prompter
 from selfverify.runtime.workers import build
-from selfverify.tasks import make_task
+from selfverify.tasks.registry import make_task
 
 TOKENIZER = Path(__file__).parents[1] / "tests" / "fixtures" / "smollm2_tokenizer"
 QWEN_05B = {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14}

@@ -366,8 +366,8 @@ def test_positive_lm_loss_works_under_every_aggregation_mode(mode):
 
 def test_rl_pipeline_rewards_outcomes_or_the_tasks_step_labels():
     from selfverify.config.schema import RewardConfig, TaskConfig
-    from selfverify.recipes.rl import task_rewards
-    from selfverify.tasks import make_task
+    from selfverify.recipes.rewards import task_rewards
+    from selfverify.tasks.registry import make_task
 
     tok = build_char_tokenizer()
     task = make_task(TaskConfig(name="embedded", min_ops=2, max_ops=2))

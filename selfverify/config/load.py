@@ -22,8 +22,8 @@ from selfverify.algos import ADVANTAGE_ESTIMATORS, AGG_MODES, KL_KINDS, POLICY_L
 from selfverify.config.schema import Config
 from selfverify.judges.generative import FORMATS
 from selfverify.runtime.models import AUTOCAST_DTYPES, DEVICES, DTYPES
-from selfverify.tasks import TASKS
 from selfverify.tasks.arithmetic import CORRUPTIONS
+from selfverify.tasks.registry import TASKS
 
 
 class ConfigError(ValueError):

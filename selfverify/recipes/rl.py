@@ -19,7 +19,7 @@ from selfverify.recipes.rl_step import lr_decay_steps, uses_critic
 from selfverify.runtime.backends import Backend, make_backend
 from selfverify.runtime.checkpoint import read_state, write_state
 from selfverify.runtime.models import chat_prompter
-from selfverify.tasks import make_task
+from selfverify.tasks.registry import make_task
 from selfverify.utils.io import recover, write_atomically
 from selfverify.utils.tracking import Tracker
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import torch
+from transformers import PreTrainedTokenizerBase
 
 from selfverify.algos import (
     gae_advantages,
@@ -34,13 +35,9 @@ from selfverify.algos import (
 from selfverify.algos.utils import explained_variance
 from selfverify.config.schema import RLConfig
 from selfverify.runtime.rollout import Rollout, concat_rollouts, line_end_tokens
+from selfverify.runtime.workers import LMWorker
 from selfverify.tasks.base import TaskProblem
 from selfverify.utils.seeds import stream_seed
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
-
-    from selfverify.runtime.workers import LMWorker
 
 
 class StepRewards(NamedTuple):

@@ -67,8 +67,9 @@ from selfverify.runtime.backends import Backend, make_backend
 from selfverify.runtime.checkpoint import CheckpointError, read_state, save_bundle
 from selfverify.runtime.models import chat_prompter
 from selfverify.runtime.workers import LMWorker
-from selfverify.tasks import Task, make_task
+from selfverify.tasks import Task
 from selfverify.tasks.base import TaskProblem
+from selfverify.tasks.registry import make_task
 from selfverify.utils.io import recover, write_atomically
 from selfverify.utils.seeds import stream_seed
 from selfverify.utils.tracking import Tracker
