@@ -82,7 +82,14 @@ JUDGE_EXTEND_LR_FACTOR = 0.25
 # The cold start's check figure and its stand-ins, in order: F1, else the accuracy on the one kind present.
 JUDGE_CHECK_FIGURES = ("f1", "acc_err", "acc_corr")
 SYNTHETIC_CORRECT_FRACTION = 0.4  # of the judge's synthetic solutions, the share left without an error
-META_ITEMS_PER_SAMPLE = 3  # meta_items: the verifier's analysis, the faithful one and an unfaithful one
+META_ITEMS_PER_SAMPLE = 3
+# The rl settings that shape the generator's RL alone: the judges' RL runs with them off.
+GENERATOR_ONLY_OFF = {
+    "dynamic_sampling": False,
+    "overlong_buffer": 0,
+    "value_pretrain_steps": 0,
+    "pos_lm_coef": 0.0,
+}  # meta_items: the verifier's analysis, the faithful one and an unfaithful one
 
 
 @dataclass
@@ -652,10 +659,7 @@ def judge_rl(
         prompts_per_step=lc.judge_prompts_per_step,
         group_size=lc.judge_group_size,
         max_new_tokens=lc.judge_max_new_tokens,
-        dynamic_sampling=False,
-        overlong_buffer=0,
-        value_pretrain_steps=0,
-        pos_lm_coef=0.0,
+        **GENERATOR_ONLY_OFF,
     )
     # rl.kl_coef > 0: the KL penalty to the judge as this phase found it.
     judge.lm.start_rl(lc.judge_rl_lr, reference=jcfg.kl_coef > 0, grad_clip=jcfg.grad_clip)

@@ -99,34 +99,6 @@ def sample(
     return Rollout(out, attention_mask, response_mask, prompt_len, texts, truncated)
 
 
-def sample_texts(
-    model: torch.nn.Module,
-    tokenizer: PreTrainedTokenizerBase,
-    prompts: Sequence[str],
-    *,
-    max_new_tokens: int,
-    batch_size: int,
-    greedy: bool = False,
-    temperature: float = 1.0,
-    seed: int | None = None,
-) -> list[str]:
-    """One response text per prompt, sampled ``batch_size`` prompts at a time (batch i seeded
-    ``seed + i``), for many prompts where only the texts matter."""
-    texts: list[str] = []
-    for i in range(0, len(prompts), batch_size):
-        out = sample(
-            model,
-            tokenizer,
-            list(prompts[i : i + batch_size]),
-            max_new_tokens=max_new_tokens,
-            greedy=greedy,
-            temperature=temperature,
-            seed=None if seed is None else seed + i,
-        )
-        texts.extend(out.texts)
-    return texts
-
-
 def encode_pairs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str]) -> Rollout:
     """Teacher-forced batch in rollout layout: each response followed by end-of-sequence."""
     enc = encode_prompts(tokenizer, prompts)

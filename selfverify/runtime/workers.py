@@ -36,7 +36,7 @@ from selfverify.runtime.engines import (
     make_engine,
 )
 from selfverify.runtime.models import autocast, load_model, load_pretrained, save_pretrained
-from selfverify.runtime.rollout import Rollout, encode_by_length, response_logprobs, sample, sample_texts
+from selfverify.runtime.rollout import Rollout, encode_by_length, response_logprobs, sample
 from selfverify.runtime.trainer import on_policy, policy_update, sft_step, value_update
 from selfverify.runtime.vllm_engine import VLLMRollout
 
@@ -147,21 +147,23 @@ class LMWorker:
         temperature: float = 1.0,
         seed: int | None = None,
     ) -> list[str]:
-        """One response text per prompt, ``batch_size`` prompts at a time (vLLM: all at once)."""
+        """One response text per prompt, ``batch_size`` prompts at a time, batch i seeded ``seed + i``
+        (vLLM: all at once), for many prompts where only the texts matter."""
         if self.vllm is not None:
             served = self._served(list(prompts), max_new_tokens, temperature, greedy, seed)
             return served.texts if served is not None else []
-        with self._precision():
-            return sample_texts(
-                self.model,
-                self.tokenizer,
-                prompts,
+        texts: list[str] = []
+        for i in range(0, len(prompts), batch_size):
+            batch = list(prompts[i : i + batch_size])
+            out = self.generate(
+                batch,
                 max_new_tokens=max_new_tokens,
-                batch_size=batch_size,
-                greedy=greedy,
                 temperature=temperature,
-                seed=seed,
+                greedy=greedy,
+                seed=None if seed is None else seed + i,
             )
+            texts.extend(out.texts)
+        return texts
 
     def _precision(self) -> AbstractContextManager:
         """The no-grad forward passes' autocast (``ModelSpec.autocast``); training engines wrap their
