@@ -35,8 +35,8 @@ def _loop(overrides: list[str], run: str = "run", tag: str = "") -> str:
 
 def test_a_full_disk_stops_with_a_clear_error_and_the_run_resumes(tmp_path, tiny_overrides, tiny_loop):
     overrides = [*tiny_overrides, *tiny_loop]
-    # Room for one checkpoint but not for two: the first save (the generator after its cold start)
-    # fits, the next one (generator and judge after the judge's) fills the disk while writing.
+    # Room for one checkpoint but not for two: the first save (the generator part-way through its cold
+    # start) fits, the next one (written beside it, then swapped in) fills the disk while writing.
     _in_tmpfs(_loop(overrides) + 'cp -a "$MNT/run" "$OUT/run"\n', "200k", tmp_path)
     stderr = (tmp_path / "stderr").read_text()
     assert (tmp_path / "rc").read_text().strip() == "2"
@@ -46,8 +46,8 @@ def test_a_full_disk_stops_with_a_clear_error_and_the_run_resumes(tmp_path, tiny
     ckpt = tmp_path / "run" / "checkpoints"
     assert sorted(p.name for p in ckpt.iterdir()) == ["latest"]  # the partial copy is gone
     models, _, state = load_bundle(ckpt / "latest")
-    # Saved after the generator's cold start: the judge starts from that generator when resumed.
-    assert set(models) == {"generator"} and state["phase"] == "judges"
+    # Saved inside the generator's cold start, with its optimizer: the resumed run goes on from there.
+    assert set(models) == {"generator"} and (state["phase"], state["step"] > 0) == ("cold_start", True)
     # With room again, the same command resumes to the result of a run that never stopped.
     assert main(["--run-dir", str(tmp_path / "run"), "--no-progress", *overrides]) == 0
     assert main(["--run-dir", str(tmp_path / "whole"), "--no-progress", *overrides]) == 0
@@ -69,4 +69,4 @@ def test_a_read_only_run_directory_is_a_clear_error_and_changes_nothing(tmp_path
     before = sorted(p.relative_to(tmp_path / "done") for p in (tmp_path / "done").rglob("*"))
     after = sorted(p.relative_to(tmp_path / "after") for p in (tmp_path / "after").rglob("*"))
     assert before == after
-    assert load_bundle(tmp_path / "after" / "checkpoints" / "latest")[2]["phase"] == "verifier"
+    assert load_bundle(tmp_path / "after" / "checkpoints" / "latest")[2]["phase"] == "done"
