@@ -3,6 +3,7 @@ and the wheel installs nothing at the top level but ``selfverify``."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -55,7 +56,14 @@ def test_the_wheel_installs_only_selfverify(tmp_path: Path) -> None:
         "-w",
         str(tmp_path),
     ]
-    subprocess.run([*cmd, str(ROOT)], check=True, capture_output=True)
+    # Built from a copy of the sources: setuptools leaves its build/ beside the sources it builds.
+    source = tmp_path / "source"
+    source.mkdir()
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / part, source / part)
+    for part in ("selfverify", "configs", "data"):
+        shutil.copytree(ROOT / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([*cmd, str(source)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("selfverify-*.whl")
     top = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert {t for t in top if not t.endswith(".dist-info")} == {"selfverify"}
