@@ -212,14 +212,16 @@ def judge_cold_start(run: Run) -> None:
     pool = [(p, tuple(s)) for p, s in zip(pool_problems, samples, strict=True)]
     pool += [(p, tuple(steps)) for p, steps, _ in seed_data]
     state.pool = [{"problem": problem_to_json(p), "steps": list(s)} for p, s in pool]
-    judge_sft(run, cold_start_batches(run), lc.judge_sft_steps, lc.judge_sft_lr)
+    batches = cold_start_batches(run, seed_pool(run))
+    judge_sft(run, batches, lc.judge_sft_steps, lc.judge_sft_lr)
     if lc.judge_val_f1 is not None:
-        check_judges(run)
+        check_judges(run, batches)
     settle_audit(run)
 
 
-def check_judges(run: Run) -> None:
-    """The cold start's check: extend the judge's SFT while its F1 is below ``loop.judge_val_f1``."""
+def check_judges(run: Run, batches: Callable[..., list[Example]]) -> None:
+    """The cold start's check: extend the judge's SFT (on ``batches``) while its F1 is below
+    ``loop.judge_val_f1``."""
     cfg, lc, state, task, judges = run.cfg, run.cfg.loop, run.state, run.task, run.judges
     # Fresh generator samples of training problems, drawn once: the generator does not change here.
     val = task.train_problems(lc.judge_val_samples, seed=cfg.seed, tag="judge-val", exclude=run.exclude)
@@ -235,7 +237,7 @@ def check_judges(run: Run) -> None:
             break
         judge_sft(
             run,
-            cold_start_batches(run),
+            batches,
             lc.judge_extend_steps,
             lc.judge_sft_lr * JUDGE_EXTEND_LR_FACTOR,
             first=done,
@@ -261,7 +263,7 @@ def train_judges(run: Run) -> None:
         # A share of each batch is auto-labelled samples (their meta-verifier examples drawn from the seed
         # pool: the auto-labels carry no meta label), the rest the cold start's mix, so a few hundred
         # labels do not undo it.
-        mixed = cold_start_batches(run)
+        mixed = cold_start_batches(run, pool)
 
         def auto_batch(step: int, rng: random.Random) -> list[Example]:
             k = min(len(data), round(lc.judge_sft_batch_size * lc.auto_sft_fraction))
@@ -377,7 +379,7 @@ ROUND_PHASES: list[tuple[str, Callable[[Run], None]]] = [
 
 
 def schedule(rounds: int) -> list[tuple[int, str, Callable[[Run], None]]]:
-    """(round, phase name, phase) in running order, then ("done") after the last."""
+    """(round, phase name, phase) in running order (the driver saves "done" after the last)."""
     once = [(0, name, fn) for name, fn in PHASES]
     return once + [(r, name, fn) for r in range(rounds) for name, fn in ROUND_PHASES]
 
@@ -590,13 +592,13 @@ def judge_examples(
     return out
 
 
-def cold_start_batches(run: Run) -> Callable[..., list[Example]]:
+def cold_start_batches(run: Run, pool: Sequence[Labelled]) -> Callable[..., list[Example]]:
     """The judge cold start's batches. Each: solutions from the labelled pool, and fresh synthetic ones
     (the reference, or the reference with one injected error: unlimited labelled data, so the judge
     learns to check a step instead of memorising the pool); each solution becomes a verifier example
-    (its faithful analysis) or a meta-verifier example (a faithful or unfaithful analysis, labelled)."""
+    (its faithful analysis) or a meta-verifier example (a faithful or unfaithful analysis, labelled).
+    ``pool``: the labelled seed pool (``seed_pool``), labelled once by the caller."""
     cfg, lc, task, world = run.cfg, run.cfg.loop, run.task, run.judges.world
-    pool = seed_pool(run)
 
     def batch(step: int, rng: random.Random, size: int | None = None) -> list[Example]:
         size = lc.judge_sft_batch_size if size is None else size
