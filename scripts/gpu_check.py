@@ -42,9 +42,19 @@ QWEN_05B = {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 
 SMOKE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2}
 # A short run of the embedded default's loop: every phase, one round, a few steps each.
 LOOP = [
-    "sft.steps=150", "rl.steps=10", "rl.eval_every=5", "loop.rounds=1", "loop.judge_sft_steps=150",
-    "loop.judge_val_f1=null", "loop.judge_pool=256", "loop.scaled_samples=32", "loop.verifier_rl_steps=2",
-    "loop.meta_rl_steps=2", "loop.eval_samples=64", "task.n_heldout=64", "checkpoint_every=5",
+    "sft.steps=150",
+    "rl.steps=10",
+    "rl.eval_every=5",
+    "loop.rounds=1",
+    "loop.judge_sft_steps=150",
+    "loop.judge_val_f1=null",
+    "loop.judge_pool=256",
+    "loop.scaled_samples=32",
+    "loop.verifier_rl_steps=2",
+    "loop.meta_rl_steps=2",
+    "loop.eval_samples=64",
+    "task.n_heldout=64",
+    "checkpoint_every=5",
 ]
 
 
@@ -83,12 +93,17 @@ def main() -> None:
     parser.add_argument("--rollout", choices=("hf", "vllm"), default="hf", help="the rollout engine")
     parser.add_argument("--vllm-python", default=None, help="the Python of vLLM's environment")
     parser.add_argument(
-        "--train", choices=("auto", "torch", "deepspeed"), default="auto",
+        "--train",
+        choices=("auto", "torch", "deepspeed"),
+        default="auto",
         help="the training engine; auto: deepspeed where it imports, else torch",
     )
     parser.add_argument("--loop", action="store_true", help="also run a short self-verification loop")
     parser.add_argument(
         "--nondeterministic", action="store_true", help="allow non-deterministic kernels (what they cost)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="print the update's top operators (torch.profiler)"
     )
     parser.add_argument("--steps", type=int, default=3, help="RL steps")
     parser.add_argument("--prompts", type=int, default=16)
@@ -147,6 +162,17 @@ def main() -> None:
             torch.cuda.synchronize()
         update_s.append(time.perf_counter() - start)
     first_s, train_s = update_s
+    profile = None
+    if args.profile:
+        activities = [torch.profiler.ProfilerActivity.CPU] + (
+            [torch.profiler.ProfilerActivity.CUDA] if gpu else []
+        )
+        with torch.profiler.profile(activities=activities) as prof:
+            worker.update(batch, old_logprobs=old, advantages=advantages, ref_logprobs=None, cfg=cfg, seed=0)
+            if gpu:
+                torch.cuda.synchronize()
+        sort = "cuda_time_total" if gpu else "cpu_time_total"
+        profile = prof.key_averages().table(sort_by=sort, row_limit=15, max_name_column_width=50)
     trained = int(batch.attention_mask.sum())
 
     def reward(ps: list, r: object) -> tuple[torch.Tensor, torch.Tensor]:
@@ -185,6 +211,10 @@ def main() -> None:
     if worker.vllm is not None:
         worker.vllm.close()
     del worker
+    if torch.distributed.is_initialized():  # DeepSpeed's process group: left open, the process never exits
+        torch.distributed.destroy_process_group()
+    if profile is not None:
+        print(profile)
     if args.loop:
         result["loop"] = run_loop(tmp / "loop", gpu)
     print(json.dumps(result, indent=2))

@@ -24,6 +24,7 @@ def test_char_tokenizer_round_trip():
 
 def save_checkpoint(path, model, tok, state):
     """A worker's checkpoint, written as the pipelines write one."""
+
     def write(tmp):
         LMWorker(model, tok).save(tmp)
         write_state(tmp, state)

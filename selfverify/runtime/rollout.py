@@ -137,8 +137,9 @@ def encode_by_length(
 def response_logits(
     model: torch.nn.Module, batch: Rollout, temperature: float = 1.0, share_prompts: bool = False
 ) -> torch.Tensor:
-    """Logits [B, T, V] that predict each response token, scaled by the sampling temperature (on the
-    CPU). Only the response block's logits are computed: the prompt's would be [B, P, V] for nothing.
+    """Logits [B, T, V] that predict each response token, scaled by the sampling temperature, on the
+    model's device (on a GPU, copying the [B, T, V] tensor to the CPU cost more than the update). Only
+    the response block's logits are computed: the prompt's would be [B, P, V] for nothing.
 
     ``share_prompts``: each distinct prompt of the batch goes through the model once, and its keys and
     values serve every response to it (a group's G samples), as they do in sampling. The same logits
@@ -179,7 +180,12 @@ def response_logits(
             **{CACHE_ARG: cache},
         ).logits
         logits = torch.cat([prompt.logits[index], responses[:, :-1]], dim=1)
-    return logits.float().cpu() / temperature
+    return logits.float() / temperature
+
+
+def token_logprobs(logits: torch.Tensor, batch: Rollout) -> torch.Tensor:
+    """Log-probs [B, T] of ``batch``'s response tokens from its logits (on their device), on the CPU."""
+    return logprobs_from_logits(logits, batch.responses.to(logits.device)).cpu()
 
 
 def response_logprobs(
@@ -196,7 +202,7 @@ def response_logprobs(
     size = micro_batch_size or rows
     return torch.cat(
         [
-            logprobs_from_logits(response_logits(model, part, temperature, share_prompts), part.responses)
+            token_logprobs(response_logits(model, part, temperature, share_prompts), part)
             for part in (batch.select(slice(i, i + size)) for i in range(0, rows, size))
         ]
     )

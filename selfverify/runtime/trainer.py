@@ -17,14 +17,13 @@ from selfverify.algos import (
     entropy_from_logits,
     get_policy_loss,
     kl_penalty,
-    logprobs_from_logits,
     masked_mean,
     positive_lm_loss,
     value_loss,
 )
 from selfverify.config.schema import RLConfig
 from selfverify.runtime.engines import TrainEngine
-from selfverify.runtime.rollout import Rollout, response_logits, response_logprobs
+from selfverify.runtime.rollout import Rollout, response_logits, response_logprobs, token_logprobs
 
 
 def sft_step(engine: TrainEngine, batch: Rollout | Sequence[Rollout]) -> dict[str, float]:
@@ -104,7 +103,7 @@ def policy_update(
             for i, (micro, scale) in enumerate(micros):
                 mb = batch.select(micro)
                 logits = response_logits(engine.model, mb, cfg.temperature, cfg.share_prompts)
-                logprob = logprobs_from_logits(logits, mb.responses)
+                logprob = token_logprobs(logits, mb)
                 pg_loss, stats = loss_fn(
                     logprob,
                     logprob.detach() if old_logprobs is None else old_logprobs[micro],
@@ -117,7 +116,7 @@ def policy_update(
                     **counts,
                 )
                 terms = {"pg_loss": pg_loss}
-                entropy = entropy_from_logits(logits)
+                entropy = entropy_from_logits(logits).cpu()
                 if cfg.entropy_coef:
                     terms["entropy_loss"] = -cfg.entropy_coef * aggregate(
                         entropy, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
