@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from selfverify.algos import ADVANTAGE_ESTIMATORS, AGG_MODES, KL_KINDS, POLICY_LOSSES
-from selfverify.config.schema import Config
+from selfverify.config.schema import SOLVE_METHODS, Config
 from selfverify.judges.generative import FORMATS
 from selfverify.runtime.models import AUTOCAST_DTYPES, DEVICES, DTYPES
 from selfverify.tasks.arithmetic import CORRUPTIONS
@@ -164,6 +164,7 @@ CHOICES: dict[str, tuple] = {
     "train.engine": ("torch", "deepspeed"),
     "train.zero_stage": (1, 2, 3),
     "rollout.engine": ("hf", "vllm"),
+    "solve.method": SOLVE_METHODS,
 }
 
 
@@ -196,9 +197,24 @@ LIMITS: dict[str, Limit] = {
             "loop.judge_extend_steps",
             "eval_batch_size",
             "train.ranks",
+            "solve.candidates",
+            "solve.verifications",
+            "solve.batch_problems",
+            "solve.concurrency",
         ),
         AT_LEAST_ONE,
     ),
+    **dict.fromkeys(
+        (
+            "solve.meta_verifications",
+            "solve.refine_top",
+            "solve.analyses_per_refine",
+            "solve.rounds",
+            "solve.retries",
+        ),
+        NON_NEGATIVE,
+    ),
+    "sft.refine_fraction": NON_NEGATIVE,
     "rl.dual_clip_c": Limit("> 1, or null: off", lambda v: v is None or v > 1, "must be > 1 (or null: off)"),
     "rl.kl_coef": NON_NEGATIVE,
     "loop.judge_max_extends": NON_NEGATIVE,

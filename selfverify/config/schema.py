@@ -104,6 +104,12 @@ class SFTConfig:
         "cold-started model then sometimes shows its working and sometimes guesses, and RL can learn "
         "which pays.",
     )
+    refine_fraction: float = option(
+        0.25,
+        "Refinement demonstrations added to each step, as a share of batch_size: a flawed solution, "
+        "the judge format's faithful analysis of it, then the corrected solution (what test-time "
+        "search's refinement prompt asks for; python -m selfverify.solve). 0: none.",
+    )
 
 
 _GENERATOR_ONLY = " Generator RL only: the judges' RL runs without it."
@@ -432,6 +438,79 @@ class WandbConfig:
     name: str | None = option(None, "The wandb run's name; null: the run directory's.")
 
 
+SOLVE_METHODS = ("greedy", "majority", "best_of_n", "self_refine", "search")
+
+
+@dataclass
+class SolveConfig:
+    """Test-time search (``python -m selfverify.solve``): how a trained generator and judge solve new
+    problems. N = candidates, n = verifications, m = meta_verifications, R = rounds."""
+
+    method: str = option(
+        "search",
+        "greedy: one decode; majority: vote over N samples; best_of_n: N samples, each verified n times, "
+        "the best mean score wins; self_refine: N chains, each revised from its own self-evaluation until "
+        "it scores 1 or R rounds; search: DeepSeekMath-V2's pool of N x n verifications, meta-verified "
+        "issues, the top candidates refined with them each round, until one passes all n or R rounds.",
+    )
+    candidates: int = option(
+        8, "N: the candidates sampled per problem (majority, best_of_n, search; self_refine's chains)."
+    )
+    verifications: int = option(4, "n: verifications of each candidate (best_of_n, search).")
+    meta_verifications: int = option(
+        2, "m: meta-verifications of each analysis that reports an issue (search); 0: every issue is kept."
+    )
+    refine_top: int = option(
+        2, "Candidates refined per round (search): the best by mean score that have issues."
+    )
+    analyses_per_refine: int = option(
+        1, "Confirmed analyses shown with each candidate refined (those scoring 0 first, then 0.5)."
+    )
+    rounds: int = option(3, "R: refinement rounds at most (search, self_refine).")
+    temperature: float = option(
+        0.6,
+        "Sampling temperature of candidates and refinements (on the embedded default, 0.6 drew better "
+        "pools than 1.0: docs/results/solve.md).",
+    )
+    verify_temperature: float = option(
+        1.0, "Sampling temperature of verifications and meta-verifications (greedy when n or m is 1)."
+    )
+    max_new_tokens: int | None = option(None, "A solution's token budget; null: the run's generator budget.")
+    judge_max_new_tokens: int | None = option(
+        None, "An analysis's token budget; null: the judge's own (its verifier.json)."
+    )
+    problems: int | None = option(None, "Problems to solve; null: task.n_heldout (all of input).")
+    input: str | None = option(
+        None,
+        'A JSONL file of problems, one object a line: {"problem": ..., "answer": ...} (answer: optional '
+        "for scoring); the embedded world reads Q:5-7-6-style problems. null: the task's held-out problems.",
+    )
+    batch_problems: int = option(
+        32, "Problems solved together (their model calls batched); each batch's records are written at once."
+    )
+    generator: str | None = option(
+        None, "The generator's model directory; null: the run's checkpoints/latest/generator."
+    )
+    judge: str | None = option(
+        None, "The verifier's model directory; null: the run's judge/ (or checkpoints/latest/judge)."
+    )
+    meta: str | None = option(
+        None, "The meta-verifier's model directory; null: the run's checkpoints/latest/meta, else the judge."
+    )
+    endpoint: str | None = option(
+        None,
+        "An OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1) serving every role instead of local "
+        "models: a large model served elsewhere (vllm serve, DeepSeekMath-V2).",
+    )
+    endpoint_model: str | None = option(None, "The served model's name at the endpoint.")
+    endpoint_chat: bool = option(
+        False, "Send prompts as chat messages (/chat/completions) instead of completions of the text."
+    )
+    concurrency: int = option(8, "Requests in flight at once to the endpoint.")
+    timeout_s: float = option(300.0, "Seconds before a request to the endpoint fails.")
+    retries: int = option(2, "Retries of a failed request to the endpoint.")
+
+
 @dataclass
 class Config:
     """The run configuration."""
@@ -465,3 +544,4 @@ class Config:
     train: TrainConfig = option(factory=TrainConfig, help="The training engine.")
     rollout: RolloutConfig = option(factory=RolloutConfig, help="The rollout engine.")
     wandb: WandbConfig = option(factory=WandbConfig, help="Weights & Biases logging.")
+    solve: SolveConfig = option(factory=SolveConfig, help="Test-time search (python -m selfverify.solve).")

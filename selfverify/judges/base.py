@@ -92,6 +92,11 @@ class JudgeFormat(Protocol):
 
     def meta_prompt(self, problem_text: str, steps: Sequence[str], analysis: str) -> str: ...
 
+    def refine_prompt(self, problem_text: str, steps: Sequence[str], analyses: Sequence[str]) -> str:
+        """The generator's prompt to revise a solution given analyses of it (test-time search); its
+        answer is a solution in the task's ordinary format."""
+        ...
+
     def parse_analysis(self, text: str, n_steps: int) -> Verdict: ...
 
     def parse_meta(self, text: str) -> tuple[float, bool]:

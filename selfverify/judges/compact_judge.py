@@ -26,6 +26,9 @@ names the issue exactly. The claimed result is copied next to the derived one so
 comparison of two adjacent numbers: with only the derived step before it, a small verifier learns to
 derive every step right and still marks every given step ``+`` (docs/results/judges.md, 'Tried and dropped').
 
+**Refinement** (the generator, in test-time search): the solution block, each analysis after a ``#V``
+line, then ``#R``; the output is the revised solution in the generator's ordinary format.
+
 **Meta-verifier.** Prompt: the problem and the steps, then ``#M`` and the verdict of the analysis
 under audit: the step it names as the earliest wrong one (1-based; 0: none) and its score, or ``?`` when
 it does not parse. Output: its own analysis of the solution (the verifier's format: it checks the steps
@@ -67,6 +70,7 @@ from selfverify.tasks.arithmetic import ANSWER_PREFIX, score_for
 
 VERIFY_TAG = "#V"
 META_TAG = "#M"
+REFINE_TAG = "#R"
 _SCORE = r"(0|0\.5|1)"
 _MARK_RE = re.compile(r"^(\S{1,40}) (\S{1,40}) ([+-])$")
 _SCORE_RE = re.compile(rf"^S:{_SCORE}$")
@@ -88,6 +92,14 @@ def meta_prompt(problem_prompt: str, steps: Sequence[str], analysis: str) -> str
     verdict = parse_analysis(analysis, len(steps))
     claim = f"E:{verdict.earliest_error + 1} S:{format_score(verdict.score)}" if verdict.parsed else "?"
     return _solution_block(problem_prompt, steps) + f"{META_TAG} {claim}\n"
+
+
+def refine_prompt(problem_prompt: str, steps: Sequence[str], analyses: Sequence[str]) -> str:
+    """The solution block, each analysis after a ``#V`` line, then ``#R``: the generator writes the
+    revised solution (its ordinary format). The analysis lines already read as the steps should, so a
+    revision copies the right steps and recomputes from the first wrong one."""
+    shown = "".join(f"{VERIFY_TAG}\n{a.strip()}\n" for a in analyses)
+    return _solution_block(problem_prompt, steps) + shown + REFINE_TAG + "\n"
 
 
 def _solution_block(problem_prompt: str, steps: Sequence[str]) -> str:
@@ -270,6 +282,9 @@ class CompactFormat:
 
     def meta_prompt(self, problem_text: str, steps: Sequence[str], analysis: str) -> str:
         return meta_prompt(problem_prompt(problem_text), steps, analysis)
+
+    def refine_prompt(self, problem_text: str, steps: Sequence[str], analyses: Sequence[str]) -> str:
+        return refine_prompt(problem_prompt(problem_text), steps, analyses)
 
     parse_analysis = staticmethod(parse_analysis)
     parse_meta = staticmethod(parse_meta)

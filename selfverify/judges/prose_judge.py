@@ -45,7 +45,6 @@ _LAST_INT_RE = re.compile(r"-?\d{1,12}(?!.*\d)")
 VERIFY_TAG = "Self-check:"
 
 
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:MAX_LINE]
 
@@ -167,6 +166,18 @@ class ProseFormat:
             f"{solution_block(problem_text, steps)}\n\nAnalysis:\n{shown}\n\n"
             'Check the solution yourself in the same form, then write "Meta score: s" (1 the analysis '
             "is right, 0.5 half right, 0 wrong)."
+        )
+
+    def refine_prompt(self, problem_text: str, steps: Sequence[str], analyses: Sequence[str]) -> str:
+        reviews = "\n\n".join(
+            f"Review {i + 1}:\n" + "\n".join(_one_line(line) for line in _lines(a)[: len(steps) + 2])
+            for i, a in enumerate(analyses)
+        )
+        return self.prompter(
+            "Here is a solution and reviews of it.\n\n"
+            f"{solution_block(problem_text, steps)}\n\n{reviews or '(no reviews)'}\n\n"
+            "Write the whole solution again, one step per line, correcting the steps the reviews find "
+            "wrong, and end with the final answer line."
         )
 
     parse_analysis = staticmethod(parse_analysis)

@@ -133,7 +133,7 @@ class Run:
     task: Task
     heldout: list[TaskProblem]
     exclude: set[TaskProblem]  # the held-out problems: never a training prompt
-    base_world: World  # the task and its judge format before the judges exist (no judge prompter)
+    base_world: World  # the task and its judge format before the judges exist (the generator's prompter)
     tracker: Tracker
     state: RunState
     progress: bool
@@ -191,7 +191,7 @@ def generator_cold_start(run: Run) -> None:
             run.tracker,
             first=run.state.step,
             checkpoint=lambda step: run.save("cold_start", step=step),
-            fmt=run.base_world.fmt,  # self_verify demonstrations end with the format's self-evaluation
+            fmt=run.base_world.fmt,  # self-evaluations and refinements are in the judge format
             progress=run.progress,
         )
     cold = run.evaluate()
@@ -439,9 +439,10 @@ def start(cfg: Config, run_dir: Path, backend: Backend, clock: float, progress: 
         fmt = make_format(fmt_name)  # the judge's analyses' format: checked when loaded
         state = RunState(judge_format={"format": fmt.name, "format_version": fmt.version})
     tracker = Tracker(run_dir, cfg, keep=state.lines)
-    task = make_task(cfg.task, chat_prompter(workers["generator"].get_tokenizer(), cfg.model))
+    prompter = chat_prompter(workers["generator"].get_tokenizer(), cfg.model)
+    task = make_task(cfg.task, prompter)
     heldout = task.heldout(cfg.task.n_heldout, cfg.seed)
-    fmt = make_format(fmt_name, task)  # its references and tags need no prompter
+    fmt = make_format(fmt_name, task, prompter)  # the generator's: its refinement prompts are the generator's
     base = World(task, fmt, fmt)
     return Run(
         cfg, run_dir, backend, workers, task, heldout, set(heldout), base, tracker, state, progress, clock

@@ -261,6 +261,10 @@ class EmbeddedTask:
     def check(self, problem: Problem, solution: str) -> StepCheck:
         return check_solution(problem, solution)
 
+    def problem_from_text(self, text: str, answer: str | None, id: str) -> Problem:
+        """``5-7-6`` or ``Q:5-7-6``: the answer follows from the problem (a given one is not read)."""
+        return parse_problem(text)
+
     def true_score(self, problem: Problem, check: StepCheck) -> float:
         return score_for(problem, check.earliest_error)
 

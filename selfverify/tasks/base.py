@@ -45,6 +45,11 @@ class TaskProblem(Protocol):
     @property
     def text(self) -> str: ...
 
+    @property
+    def answer(self) -> object:
+        """The reference final answer ("" when unknown: a user's problem given without one)."""
+        ...
+
 
 @runtime_checkable
 class Task(Protocol):
@@ -91,6 +96,11 @@ class Task(Protocol):
 
     def split_steps(self, solution: str) -> list[str]:
         """A solution text as the steps ``check`` labels."""
+        ...
+
+    def problem_from_text(self, text: str, answer: str | None, id: str) -> TaskProblem:
+        """A user's problem (``python -m selfverify.solve``); ``ValueError`` when the task cannot read
+        ``text``. ``answer``: the reference, when the user gives one."""
         ...
 
 

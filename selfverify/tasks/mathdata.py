@@ -226,6 +226,9 @@ class MathDatasetTask:
         """A problem of this task, its prompt built by the task's prompter."""
         return MathProblem(id, question, answer, reference, self.prompter(user_message(question, self.kind)))
 
+    def problem_from_text(self, text: str, answer: str | None, id: str) -> MathProblem:
+        return self.problem(id, text, answer or "", "")
+
     def heldout(self, n: int, seed: int) -> list[MathProblem]:
         """``n`` held-out problems in an order keyed by ``seed``; all of them come from the fixed pool."""
         if n > len(self._heldout):

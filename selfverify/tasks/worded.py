@@ -39,6 +39,10 @@ class WordedProblem:
     def ops(self) -> tuple[tuple[str, int], ...]:
         return self.problem.ops
 
+    @property
+    def answer(self) -> int:
+        return self.problem.answer
+
 
 def expression(problem: Problem) -> str:
     return " ".join([str(problem.start), *(f"{op} {b}" for op, b in problem.ops)])
@@ -78,6 +82,10 @@ class WordedArithmeticTask:
 
     def _worded(self, problems: list[Problem]) -> list[WordedProblem]:
         return [WordedProblem(p, self.prompter(question(p))) for p in problems]
+
+    def problem_from_text(self, text: str, answer: str | None, id: str) -> WordedProblem:
+        """The problem as an expression (``5-7-6``), asked in words."""
+        return self._worded([arithmetic.parse_problem(text)])[0]
 
     def heldout(self, n: int, seed: int) -> list[WordedProblem]:
         return self._worded(arithmetic.heldout_split(self.spec, n, seed))

@@ -1,4 +1,4 @@
-"""Learning-curve figures from ``metrics.jsonl``."""
+"""Figures: learning curves from ``metrics.jsonl``; test-time scaling from solve summaries."""
 
 from __future__ import annotations
 
@@ -82,3 +82,38 @@ def plot_rounds(ax: plt.Axes, rounds: list[dict]) -> None:
     ax.set(title="Self-verification rounds (vs ground truth)", xlabel="round", ylim=(-0.52, 1.02))
     ax.set_xticks(x)
     ax.legend(fontsize=7, loc="lower left")
+
+
+def plot_scaling(rows: list[dict], path: Path, title: str) -> None:
+    """Test-time scaling: accuracy (95% intervals) against tokens generated per problem, a line per
+    method through its N, and the oracle pass@N against its sampling tokens."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        x = [r["tokens_per_problem"]["total"] for r in mine]
+        y = [100 * r["accuracy"] for r in mine]
+        err = [
+            [100 * (r["accuracy"] - r["accuracy_ci95"][0]) for r in mine],
+            [100 * (r["accuracy_ci95"][1] - r["accuracy"]) for r in mine],
+        ]
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=method)
+        for r, xi, yi in zip(mine, x, y, strict=True):
+            ax.annotate(f"N={r['n']}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    oracle_rows = [r for r in rows if r.get("oracle") is not None]
+    if oracle_rows:
+        ax.plot(
+            [r["tokens_per_problem"]["generator"] for r in oracle_rows],
+            [100 * r["oracle"] for r in oracle_rows],
+            ls="--",
+            color="grey",
+            label="oracle pass@N (sampling tokens)",
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("tokens generated per problem (log)")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
