@@ -20,6 +20,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +33,17 @@ from tqdm import tqdm
 from selfverify.config.load import ConfigError, load_config
 from selfverify.config.reference import HelpAction
 from selfverify.config.schema import Config, SolveConfig
+from selfverify.judges.base import JudgeFormat
 from selfverify.judges.generative import make_format, require_version
 from selfverify.recipes.judge_data import generator_tokens, judge_format_name, model_specs
 from selfverify.recipes.search import Solver, record
-from selfverify.runtime.backends import BackendError, make_backend
+from selfverify.runtime.backends import Backend, BackendError, make_backend
 from selfverify.runtime.checkpoint import CheckpointError
 from selfverify.runtime.endpoint import EndpointError, EndpointModel
 from selfverify.runtime.engines import configure_torch
 from selfverify.runtime.models import chat_prompter
 from selfverify.runtime.textgen import LocalModel, TextModel
-from selfverify.tasks.base import TaskProblem, raw_prompter
+from selfverify.tasks.base import Task, TaskProblem, raw_prompter
 from selfverify.tasks.registry import make_task
 from selfverify.utils.io import (
     RecordError,
@@ -57,7 +60,7 @@ EXIT_OK, EXIT_FAILED = 0, 2
 Posed = tuple[str, TaskProblem]  # a problem and the id its record carries
 
 
-def read_problems(path: Path, task: Any) -> list[Posed]:
+def read_problems(path: Path, task: Task) -> list[Posed]:
     """A JSONL file of ``{"problem": ..., "answer": ..., "id": ...}`` lines (answer and id optional; the
     id defaults to the line number) as the task's problems; a line the task cannot read is a
     ``RecordError`` naming it."""
@@ -94,67 +97,28 @@ def _model_dir(given: str | None, run_dir: Path | None, candidates: list[str], r
     return path
 
 
-def build_solver(cfg: Config, run_dir: Path | None) -> Solver:
-    """The task, judge formats and models the configuration names: an endpoint for every role, or the
-    run's (or given) checkpoints on the configured backend and rollout engine."""
-    sc = cfg.solve
-    name = judge_format_name(cfg)
-    if sc.endpoint is not None:
-        if not sc.endpoint_model:
-            raise ConfigError(
-                "config key 'solve.endpoint_model': the served model's name is needed with solve.endpoint"
-            )
-        endpoint = EndpointModel(
-            sc.endpoint,
-            sc.endpoint_model,
-            chat=sc.endpoint_chat,
-            concurrency=sc.concurrency,
-            timeout_s=sc.timeout_s,
-            retries=sc.retries,
-        )
-        endpoint.check()
-        task = make_task(cfg.task, raw_prompter)  # the server applies its chat template (endpoint_chat)
-        fmt = make_format(name, task)
-        models: tuple[TextModel, TextModel, TextModel] = (endpoint, endpoint, endpoint)
-        analysis_tokens = sc.judge_max_new_tokens or cfg.loop.judge_max_new_tokens
-        refine_fmt = fmt
-    else:
-        paths = {
-            "generator": _model_dir(sc.generator, run_dir, ["checkpoints/latest/generator"], "generator"),
-            "judge": _model_dir(sc.judge, run_dir, ["judge", "checkpoints/latest/judge"], "judge"),
-        }
-        meta_candidates = (
-            ["checkpoints/latest/meta"]
-            if sc.meta is not None or (run_dir and (run_dir / "checkpoints/latest/meta").is_dir())
-            else []
-        )
-        paths["meta"] = (
-            _model_dir(sc.meta, run_dir, meta_candidates, "meta")
-            if meta_candidates or sc.meta
-            else paths["judge"]
-        )
-        specs = model_specs(cfg)
-        roles = ("generator", "judge", "meta") if paths["meta"] != paths["judge"] else ("generator", "judge")
-        backend = make_backend(cfg.backend, cfg.threads, None, cfg.rollout, roles=roles)
-        workers = {r: backend.spawn(r, specs[r], cfg.seed, path=paths[r]) for r in roles}
-        workers.setdefault("meta", workers["judge"])
-        gen_prompter = chat_prompter(workers["generator"].get_tokenizer(), cfg.model)
-        task = make_task(cfg.task, gen_prompter)
-        fmt = make_format(name, task, chat_prompter(workers["judge"].get_tokenizer(), specs["judge"]))
-        refine_fmt = make_format(name, task, gen_prompter)
-        manifest_path = paths["judge"] / "verifier.json"
-        manifest = (
-            json.loads(manifest_path.read_text())
-            if manifest_path.is_file()
-            else {"format": name, "format_version": fmt.version}
-        )
-        require_version(fmt, manifest, str(paths["judge"]))
-        analysis_tokens = sc.judge_max_new_tokens or manifest.get(
-            "max_new_tokens", cfg.loop.judge_max_new_tokens
-        )
-        models = tuple(
-            LocalModel(workers[r], batch_size=cfg.eval_batch_size) for r in ("generator", "judge", "meta")
-        )
+def _model_paths(sc: SolveConfig, run_dir: Path | None) -> dict[str, Path]:
+    """The generator's, judge's and meta-verifier's directories (the meta-verifier is the judge unless the
+    run has one of its own, or one is given)."""
+    paths = {
+        "generator": _model_dir(sc.generator, run_dir, ["checkpoints/latest/generator"], "generator"),
+        "judge": _model_dir(sc.judge, run_dir, ["judge", "checkpoints/latest/judge"], "judge"),
+    }
+    own_meta = sc.meta is not None or (run_dir is not None and (run_dir / "checkpoints/latest/meta").is_dir())
+    paths["meta"] = (
+        _model_dir(sc.meta, run_dir, ["checkpoints/latest/meta"], "meta") if own_meta else paths["judge"]
+    )
+    return paths
+
+
+def _solver(
+    cfg: Config,
+    task: Task,
+    fmt: JudgeFormat,
+    refine_fmt: JudgeFormat,
+    models: list[TextModel],
+    analysis_tokens: int,
+) -> Solver:
     return Solver(
         task=task,
         fmt=fmt,
@@ -162,12 +126,75 @@ def build_solver(cfg: Config, run_dir: Path | None) -> Solver:
         generator=models[0],
         verifier=models[1],
         meta=models[2],
-        cfg=sc,
-        solution_tokens=sc.max_new_tokens or generator_tokens(cfg),
+        cfg=cfg.solve,
+        solution_tokens=cfg.solve.max_new_tokens or generator_tokens(cfg),
         analysis_tokens=analysis_tokens,
         seed=cfg.seed,
         self_verifying=cfg.reward.mode == "self_verify",
     )
+
+
+def _endpoint_solver(cfg: Config) -> Solver:
+    """Every role served by one OpenAI-compatible endpoint (checked before any work)."""
+    sc = cfg.solve
+    if not sc.endpoint_model:
+        raise ConfigError(
+            "config key 'solve.endpoint_model': the served model's name is needed with solve.endpoint"
+        )
+    assert sc.endpoint is not None
+    endpoint = EndpointModel(
+        sc.endpoint,
+        sc.endpoint_model,
+        chat=sc.endpoint_chat,
+        concurrency=sc.concurrency,
+        timeout_s=sc.timeout_s,
+        retries=sc.retries,
+    )
+    endpoint.check()
+    task = make_task(cfg.task, raw_prompter)  # the server applies its chat template (endpoint_chat)
+    fmt = make_format(judge_format_name(cfg), task)
+    tokens = sc.judge_max_new_tokens or cfg.loop.judge_max_new_tokens
+    return _solver(cfg, task, fmt, fmt, [endpoint] * 3, tokens)
+
+
+def _local_solver(cfg: Config, paths: dict[str, Path], backend: Backend, roles: tuple[str, ...]) -> Solver:
+    """The checkpoints in ``paths`` as workers of ``backend``; the judge's manifest must match the format."""
+    specs = model_specs(cfg)
+    workers = {r: backend.spawn(r, specs[r], cfg.seed, path=paths[r]) for r in roles}
+    workers.setdefault("meta", workers["judge"])
+    gen_prompter = chat_prompter(workers["generator"].get_tokenizer(), cfg.model)
+    task = make_task(cfg.task, gen_prompter)
+    name = judge_format_name(cfg)
+    fmt = make_format(name, task, chat_prompter(workers["judge"].get_tokenizer(), specs["judge"]))
+    manifest_path = paths["judge"] / "verifier.json"
+    manifest = (
+        json.loads(manifest_path.read_text())
+        if manifest_path.is_file()
+        else {"format": name, "format_version": fmt.version}
+    )
+    require_version(fmt, manifest, str(paths["judge"]))
+    tokens = cfg.solve.judge_max_new_tokens or manifest.get("max_new_tokens", cfg.loop.judge_max_new_tokens)
+    batch = None if cfg.rollout.engine == "vllm" else cfg.eval_batch_size  # vLLM schedules its own batches
+    models: list[TextModel] = [
+        LocalModel(workers[r], batch_size=batch) for r in ("generator", "judge", "meta")
+    ]
+    return _solver(cfg, task, fmt, make_format(name, task, gen_prompter), models, tokens)
+
+
+@contextmanager
+def open_solver(cfg: Config, run_dir: Path | None) -> Iterator[Solver]:
+    """The solver the configuration names: an endpoint for every role, or the run's (or given)
+    checkpoints on the configured backend and rollout engine, whose workers are shut down on exit."""
+    if cfg.solve.endpoint is not None:
+        yield _endpoint_solver(cfg)
+        return
+    paths = _model_paths(cfg.solve, run_dir)
+    roles = ("generator", "judge", "meta") if paths["meta"] != paths["judge"] else ("generator", "judge")
+    backend = make_backend(cfg.backend, cfg.threads, None, cfg.rollout, roles=roles)
+    try:
+        yield _local_solver(cfg, paths, backend, roles)
+    finally:
+        backend.shutdown()
 
 
 def resume(partial: Path, sc: SolveConfig) -> dict[int, dict[str, Any]]:
@@ -312,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"{out} is complete: nothing to do (remove it to solve again)")
             return EXIT_OK
         configure_torch(cfg.threads)
-        solver = build_solver(cfg, args.run_dir)
-        summary = solve_file(solver, load_problems(cfg, solver), out, progress=not args.no_progress)
+        with open_solver(cfg, args.run_dir) as solver:
+            summary = solve_file(solver, load_problems(cfg, solver), out, progress=not args.no_progress)
     except ERRORS as err:
         console.print(f"[red]error:[/red] {err}")
         if isinstance(err, EndpointError):

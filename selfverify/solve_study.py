@@ -20,8 +20,9 @@ from typing import Any
 from rich.console import Console
 
 from selfverify.config.schema import SOLVE_METHODS
+from selfverify.recipes.search import Solver
 from selfverify.runtime.engines import configure_torch
-from selfverify.solve import ERRORS, build_solver, load_problems, load_run_config, parser, solve_file
+from selfverify.solve import ERRORS, Posed, load_problems, load_run_config, open_solver, parser, solve_file
 from selfverify.utils.io import atomic_write_text
 from selfverify.utils.plots import plot_scaling
 
@@ -52,6 +53,27 @@ def table(rows: list[dict[str, Any]], problems: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_point(
+    solver: Solver,
+    method: str,
+    n: int,
+    problems: list[Posed],
+    out_dir: Path,
+    *,
+    progress: bool,
+    console: Console,
+) -> dict[str, Any]:
+    """One (method, N) of the study: its records in OUT_DIR/<method>-N<N>.jsonl and its summary."""
+    out = out_dir / f"{method}-N{n}.jsonl"
+    sc = dataclasses.replace(solver.cfg, method=method, candidates=n)
+    summary = solve_file(dataclasses.replace(solver, cfg=sc), problems, out, progress=progress)
+    if method == "best_of_n":
+        summary["oracle"] = oracle([json.loads(line) for line in out.read_text().splitlines()])
+    tokens = summary["tokens_per_problem"]["total"]
+    console.print(f"{method} N={n}: {summary['accuracy']:.1%}, {tokens:,.0f} tokens/problem")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser("python -m selfverify.solve_study", __doc__)
     p.add_argument("--ns", type=int, nargs="+", default=list(NS), help="the N to run (default: 1 2 4 8 16)")
@@ -65,21 +87,15 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--out-dir is needed without --run-dir")
         out_dir = args.out_dir or args.run_dir / "solve"
         configure_torch(cfg.threads)
-        solver = build_solver(cfg, args.run_dir)
-        problems = load_problems(cfg, solver)
-        rows = []
-        for method in args.methods:
-            for n in [1] if method == "greedy" else args.ns:
-                sc = dataclasses.replace(cfg.solve, method=method, candidates=n)
-                out = out_dir / f"{method}-N{n}.jsonl"
-                summary = solve_file(
-                    dataclasses.replace(solver, cfg=sc), problems, out, progress=not args.no_progress
+        with open_solver(cfg, args.run_dir) as solver:
+            problems = load_problems(cfg, solver)
+            rows = [
+                run_point(
+                    solver, method, n, problems, out_dir, progress=not args.no_progress, console=console
                 )
-                if method == "best_of_n":
-                    summary["oracle"] = oracle([json.loads(line) for line in out.read_text().splitlines()])
-                rows.append(summary)
-                tokens = summary["tokens_per_problem"]["total"]
-                console.print(f"{method} N={n}: {summary['accuracy']:.1%}, {tokens:,.0f} tokens/problem")
+                for method in args.methods
+                for n in ([1] if method == "greedy" else args.ns)
+            ]
     except (*ERRORS, ValueError) as err:
         console.print(f"[red]error:[/red] {err}")
         return 2

@@ -47,6 +47,22 @@ TINY = [
 ]
 
 
+# vLLM's CPU build lives in an environment of its own: $SELFVERIFY_VLLM_PYTHON, else .venv-vllm/bin/python
+# (the README's test command creates it).
+VLLM_PYTHON = os.environ.get(
+    "SELFVERIFY_VLLM_PYTHON", str(Path(__file__).parents[1] / ".venv-vllm/bin/python")
+)
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    assert Path(VLLM_PYTHON).exists(), (
+        f"no vLLM environment at {VLLM_PYTHON}: create it as the README's test command does, or set "
+        "SELFVERIFY_VLLM_PYTHON"
+    )
+    return VLLM_PYTHON
+
+
 @pytest.fixture
 def tiny_overrides() -> list[str]:
     return list(TINY)

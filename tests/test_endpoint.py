@@ -3,7 +3,7 @@ tiny model of ours): completions in order with their token counts, greedy and se
 repeat, bounded concurrency, chat mode, the key; a request that fails is one failed completion, an
 endpoint that is down or serves another model is an :class:`EndpointError` naming its URL.
 
-vLLM's environment: ``$SELFVERIFY_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` (as in test_vllm.py).
+vLLM's environment: the ``vllm_python`` fixture (conftest.py).
 """
 
 from __future__ import annotations
@@ -12,23 +12,19 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from selfverify.config.schema import ModelSpec
 from selfverify.runtime.endpoint import EndpointError, EndpointModel
+from selfverify.runtime.engines import free_port
 from selfverify.runtime.workers import build
 
-VLLM_PYTHON = os.environ.get(
-    "SELFVERIFY_VLLM_PYTHON", str(Path(__file__).parents[1] / ".venv-vllm/bin/python")
-)
 # Head size 32: vLLM's CPU attention has no kernel for smaller heads.
 SPEC = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128)
 MAX_MODEL_LEN = 128  # a longer prompt is a 400 from vLLM
@@ -38,22 +34,6 @@ KEY = "sv-test-key"  # the server requires it: the key must reach it
 CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
 PROMPTS = ["Q:1+2\n", "Q:5-3-1\n", "Q:7+1\n", "Q:9-4\n"]
 START_TIMEOUT_S = 180
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (free a moment ago)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def vllm_python() -> str:
-    assert Path(VLLM_PYTHON).exists(), (
-        f"no vLLM environment at {VLLM_PYTHON}: create it as the README's test command does, or set "
-        "SELFVERIFY_VLLM_PYTHON"
-    )
-    return VLLM_PYTHON
 
 
 @pytest.fixture(scope="module")

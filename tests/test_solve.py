@@ -54,7 +54,8 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "loop.auto_sft_steps=1",
         "loop.eval_samples=8",
     ]
-    assert loop_main(["--run-dir", str(run), "--no-progress", *TINY, *loop]) == 0
+    shape = ["model.hidden_size=64", "model.intermediate_size=128"]  # head size 32, as vLLM's CPU build needs
+    assert loop_main(["--run-dir", str(run), "--no-progress", *TINY, *shape, *loop]) == 0
     return run
 
 
@@ -102,6 +103,31 @@ def test_every_method_writes_one_record_per_problem_with_its_tokens(
     low, high = summary["accuracy_ci95"]
     assert low <= summary["accuracy"] <= high
     assert summary["tokens_per_problem"]["total"] == sum(r["tokens"]["total"] for r in records) / 6
+
+
+def test_search_on_ray_workers_writes_the_local_records(run_dir: Path, tmp_path: Path) -> None:
+    """The workers as Ray actors (a local cluster started for the run) solve as local ones do."""
+    local, remote = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    assert _solve(run_dir, local, "solve.method=search", "solve.problems=4") == 0
+    assert _solve(run_dir, remote, "solve.method=search", "solve.problems=4", "backend=ray") == 0
+    assert _records(remote) == _records(local)
+
+
+def test_search_on_vllm_rollouts(run_dir: Path, tmp_path: Path, vllm_python: str) -> None:
+    """vLLM's CPU build serves the generator and the judge: the pool is sampled, verified, meta-verified
+    and refined through it, every token counted."""
+    out = tmp_path / "vllm.jsonl"
+    vllm = ["rollout=vllm", f"rollout.vllm_python={vllm_python}"]
+    assert _solve(run_dir, out, "solve.method=search", "solve.problems=4", *vllm) == 0
+    records = _records(out)
+    assert [r["index"] for r in records] == [0, 1, 2, 3]
+    for r in records:
+        candidates = r["candidates"]
+        assert r["tokens"]["generator"] == sum(c["tokens"] for c in candidates) > 0
+        assert sum(len(c["analyses"]) for c in candidates) == 2 * len(candidates)
+        assert r["tokens"]["verifier"] > 0
+    sampled = [c["solution"] for r in records for c in r["candidates"] if c["round"] == 0]
+    assert len(set(sampled)) > 1
 
 
 def test_a_stopped_run_continues_where_it_stopped_and_writes_each_record_once(

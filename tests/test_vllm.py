@@ -2,14 +2,12 @@
 rollouts have HF generate's layout and its greedy answers; every weight sync is checked, and a sync
 that did not happen is caught; the RL job runs on it.
 
-vLLM's environment: ``$SELFVERIFY_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` (the README's test
-command creates it).
+vLLM's environment: the ``vllm_python`` fixture (conftest.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -23,21 +21,9 @@ from selfverify.loop import main
 from selfverify.runtime.vllm_engine import LOGPROB_TOLERANCE, WeightSyncError
 from selfverify.runtime.workers import build
 
-VLLM_PYTHON = os.environ.get(
-    "SELFVERIFY_VLLM_PYTHON", str(Path(__file__).parents[1] / ".venv-vllm/bin/python")
-)
 # Head size 32: vLLM's CPU attention has no kernel for the smaller heads of the other tests' models.
 SPEC = ModelSpec(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128)
 PROMPTS = ["Q:1+2\n", "Q:5-3-1\n", "Q:7+1\n"]
-
-
-@pytest.fixture(scope="module")
-def vllm_python() -> str:
-    assert Path(VLLM_PYTHON).exists(), (
-        f"no vLLM environment at {VLLM_PYTHON}: create it as the README's test command does, or set "
-        "SELFVERIFY_VLLM_PYTHON"
-    )
-    return VLLM_PYTHON
 
 
 def test_vllm_samples_as_hf_generate_and_every_sync_is_checked(vllm_python: str) -> None:

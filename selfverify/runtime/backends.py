@@ -80,13 +80,18 @@ class LocalBackend:
         roles: Sequence[str] = WORKER_SLOTS,
     ) -> None:
         self.train, self.rollout, self.roles = train, rollout, checked_roles(roles)
+        self.workers: list[LMWorker] = []
 
     def spawn(self, name: str, spec: ModelSpec, seed: int, path: str | Path | None = None) -> LMWorker:
         require_role(name, self.roles)
-        return build(spec, seed, path, self.train, self.rollout)
+        self.workers.append(build(spec, seed, path, self.train, self.rollout))
+        return self.workers[-1]
 
     def shutdown(self) -> None:
-        pass
+        """Stop the vLLM servers the workers started (a long-lived caller would keep them otherwise)."""
+        for worker in self.workers:
+            if worker.vllm is not None:
+                worker.vllm.close()
 
 
 class WorkerActor(LMWorker):

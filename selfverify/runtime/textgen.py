@@ -37,10 +37,10 @@ class TextModel(Protocol):
 @dataclass
 class LocalModel:
     """A worker's model (HF or vLLM rollouts, in this process or a Ray actor), ``batch_size`` prompts at
-    a time, batch i seeded ``seed + i`` (vLLM schedules its own batches: all at once)."""
+    a time, batch i seeded ``seed + i``; None: every prompt in one call (vLLM schedules its own batches)."""
 
     worker: LMWorker
-    batch_size: int = 256
+    batch_size: int | None = 256
 
     def complete(
         self,
@@ -52,7 +52,7 @@ class LocalModel:
         seed: int = 0,
     ) -> list[Completion]:
         out: list[Completion] = []
-        size = max(len(prompts), 1) if getattr(self.worker, "vllm", None) is not None else self.batch_size
+        size = self.batch_size or max(len(prompts), 1)
         for i in range(0, len(prompts), size):
             rollout = self.worker.generate(
                 list(prompts[i : i + size]),
