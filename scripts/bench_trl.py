@@ -3,6 +3,7 @@
     python scripts/bench_trl.py --init runs/<run>/checkpoints/cold_start --steps 6
     python scripts/bench_trl.py --config configs/smollm2_rl.yaml --init <dir> --steps 4 rl.micro_batch_size=16
     python scripts/bench_trl.py --steps 3 sft.steps=60       # no --init: a short cold start first
+    python scripts/bench_trl.py --init <dir> --profile        # and selfverify's step by part (torch.profiler)
 
 Needs TRL (``pip install -e ".[trl]"``). Both systems train the same cold-started generator (``--init``, an
 ordinary Hugging Face directory such as a run's ``checkpoints/cold_start``; without it the script first runs
@@ -53,6 +54,7 @@ loading included), and on a GPU ``torch.cuda.max_memory_allocated``. Ratios are 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import multiprocessing
@@ -244,8 +246,18 @@ def task_and_heldout(cfg: Config, tok: PreTrainedTokenizerBase) -> tuple[Task, s
     return task, set(task.heldout(cfg.task.n_heldout, cfg.seed))
 
 
-def run_selfverify(conn: Connection, cfg: Config, init: str, steps: int) -> None:
-    """selfverify's side: ``rl_step`` on an ``LMWorker``, as ``recipes/rl.py`` drives it."""
+def step_parts(prof: torch.profiler.profile) -> dict[str, float]:
+    """Seconds of each named part of an RL step (``rl_step/*``, ``update/*``: summed over its calls)."""
+    return {
+        e.key: e.cpu_time_total / 1e6
+        for e in prof.key_averages()
+        if e.key.startswith(("rl_step/", "update/"))
+    }
+
+
+def run_selfverify(conn: Connection, cfg: Config, init: str, steps: int, profile: bool) -> None:
+    """selfverify's side: ``rl_step`` on an ``LMWorker``, as ``recipes/rl.py`` drives it; ``profile``: each
+    step under ``torch.profiler``, its named parts' seconds in the record."""
     worker = build(cfg.model, cfg.seed, path=init, train=cfg.train, rollout=cfg.rollout)
     tok = worker.get_tokenizer()
     task, exclude = task_and_heldout(cfg, tok)
@@ -259,8 +271,13 @@ def run_selfverify(conn: Connection, cfg: Config, init: str, steps: int) -> None
         meter.begin()
         seed = stream_seed(cfg.seed, "generator_rl", 0, step)
         source = problem_source(cfg, task, exclude, f"rl-{step}")
-        meter.reward = rl_step(worker, tok.pad_token_id, cfg.rl, source, reward_fn, seed)["reward"]
-        conn.send(meter.record())
+        with (
+            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            if profile
+            else (contextlib.nullcontext()) as prof
+        ):
+            meter.reward = rl_step(worker, tok.pad_token_id, cfg.rl, source, reward_fn, seed)["reward"]
+        conn.send(meter.record() | ({"parts": step_parts(prof)} if profile else {}))
     conn.recv()  # "finish": idle until the other side's last step is done too
 
 
@@ -284,7 +301,7 @@ class Lockstep(TrainerCallback):
         self._wait()
 
 
-def run_trl(conn: Connection, cfg: Config, init: str, steps: int) -> None:
+def run_trl(conn: Connection, cfg: Config, init: str, steps: int, profile: bool) -> None:
     """TRL's side: ``GRPOTrainer`` on the same weights, prompts, reward and update."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -320,12 +337,14 @@ def run_trl(conn: Connection, cfg: Config, init: str, steps: int) -> None:
 RUNNERS = {"selfverify": run_selfverify, "trl": run_trl}
 
 
-def child(side: str, conn: Connection, config: str, overrides: list[str], init: str, steps: int) -> None:
+def child(
+    side: str, conn: Connection, config: str, overrides: list[str], init: str, steps: int, profile: bool
+) -> None:
     """One system's process: its steps on the parent's signals, then its peak memory; or its error."""
     try:
         cfg = load_config(config, overrides)
         configure_torch(cfg.threads)
-        RUNNERS[side](conn, cfg, init, steps)
+        RUNNERS[side](conn, cfg, init, steps, profile and side == "selfverify")
         conn.send(peak_memory())
     except BaseException:
         conn.send({"error": traceback.format_exc()})
@@ -360,6 +379,17 @@ def summarise(records: list[dict[str, float]], memory: dict[str, float | None]) 
     timed = records[WARMUP:]
     seconds = sum(r["seconds"] for r in timed)
     generation = sum(r["generation_seconds"] for r in timed)
+    parts = {}
+    if "parts" in timed[0]:  # the median of each part; "rl_step/rest": the step outside its named parts
+        for r in timed:
+            r["parts"]["rl_step/rest"] = r["seconds"] - sum(
+                v for k, v in r["parts"].items() if k.startswith("rl_step/")
+            )
+        parts = {
+            "parts_median": {
+                k: statistics.median(r["parts"].get(k, 0.0) for r in timed) for k in timed[0]["parts"]
+            }
+        }
     return {
         "step_seconds_median": statistics.median(r["seconds"] for r in timed),
         "rollout_tokens_per_s": sum(r["generated_tokens"] for r in timed) / generation,
@@ -368,6 +398,7 @@ def summarise(records: list[dict[str, float]], memory: dict[str, float | None]) 
         "mean_reward": statistics.fmean(r["reward"] for r in records),
         "mean_response_tokens": sum(r["generated_tokens"] for r in records)
         / sum(r["responses"] for r in records),
+        **parts,
         "steps": records,
     }
 
@@ -395,12 +426,43 @@ def table(results: dict[str, Any]) -> Table:
     return out
 
 
+def parts_table(parts: dict[str, float], step: float) -> Table:
+    """selfverify's step by part: the median seconds of each and its share of the median step."""
+    out = Table(title="selfverify's RL step by part (median over the timed steps)")
+    for column in ("part", "seconds", "share of the step"):
+        out.add_column(column, justify="left" if column == "part" else "right")
+    for name in PARTS:
+        if name in parts:
+            label = name.split("/")[1] if name.startswith("rl_step/") else f"  {name.split('/')[1]}"
+            out.add_row(label, f"{parts[name]:.3f}", f"{parts[name] / step:.1%}")
+    return out
+
+
+# The parts of a step in order: its named ranges (rl_step.py, trainer.py); "update/*" are within "update".
+PARTS = (
+    "rl_step/generate",
+    "rl_step/reward",
+    "rl_step/logprobs",
+    "rl_step/update",
+    "update/forward",
+    "update/backward",
+    "update/optimizer",
+    "rl_step/rest",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].replace("``", ""))
     parser.add_argument("--config", default=str(config_dir() / "rl.yaml"), help="selfverify YAML config")
     parser.add_argument("--init", default=None, help="cold-started generator (a Hugging Face directory)")
     parser.add_argument("--steps", type=int, default=6, help="optimizer steps each, warm-up included")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_trl.json"), help="the JSON results")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="selfverify's steps under torch.profiler: the seconds of each part of its step (its step times "
+        "then carry the profiler's overhead)",
+    )
     parser.add_argument("overrides", nargs="*", help="dotted config overrides key=value, e.g. rl.lr=1e-5")
     args = parser.parse_args(argv)
     if args.steps <= WARMUP:
@@ -424,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         conns[side], theirs = context.Pipe()
         process = context.Process(  # daemons: a failure on one side ends the other with this process
             target=child,
-            args=(side, theirs, args.config, overrides, init, args.steps),
+            args=(side, theirs, args.config, overrides, init, args.steps, args.profile),
             name=side,
             daemon=True,
         )
@@ -463,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": {k: None if sv[k] is None or not other[k] else sv[k] / other[k] for k in LABELS},
     }
     Console().print(table(results))
+    if args.profile:
+        Console().print(parts_table(sv["parts_median"], sv["step_seconds_median"]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"results: {args.out}", file=sys.stderr)

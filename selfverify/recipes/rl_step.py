@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+from torch.profiler import record_function
 from transformers import PreTrainedTokenizerBase
 
 from selfverify.algos import (
@@ -146,13 +147,15 @@ def collect(
     while n_groups < cfg.prompts_per_step and rounds < max_rounds:
         problems = source(rounds)
         expanded = [p for p in problems for _ in range(cfg.group_size)]
-        rollout = worker.generate(
-            [p.prompt for p in expanded],
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            seed=stream_seed(seed, "refill", rounds) if rounds else seed,
-        )
-        scored = Scored(*reward_fn(expanded, rollout))
+        with record_function("rl_step/generate"):
+            rollout = worker.generate(
+                [p.prompt for p in expanded],
+                max_new_tokens=cfg.max_new_tokens,
+                temperature=cfg.temperature,
+                seed=stream_seed(seed, "refill", rounds) if rounds else seed,
+            )
+        with record_function("rl_step/reward"):
+            scored = Scored(*reward_fn(expanded, rollout))
         last = (problems, rollout, scored)
         rounds += 1
         if cfg.dynamic_sampling:
@@ -224,7 +227,8 @@ def rl_step(
             shaped = steps.rewards.clone()
             shaped[rows, last] += penalty
             steps = steps._replace(rewards=shaped)
-    old_lp, ref_lp, values = worker.rollout_stats(rollout, cfg)
+    with record_function("rl_step/logprobs"):  # pi_old, the reference's, the critic's values
+        old_lp, ref_lp, values = worker.rollout_stats(rollout, cfg)
     kl_reward = None
     if ref_lp is not None and cfg.kl_in_reward:
         kl_reward = -cfg.kl_coef * kl_penalty(old_lp, ref_lp, cfg.kl_kind) * mask
@@ -268,17 +272,18 @@ def rl_step(
         train_batch = dataclasses.replace(
             rollout, response_mask=overlong_filter_mask(rollout.truncated, mask)
         )
-    metrics |= worker.update(
-        train_batch,
-        old_logprobs=old_lp,
-        advantages=advantages,
-        ref_logprobs=ref_lp,
-        cfg=cfg,
-        seed=seed,
-        positive=b.correct,
-        old_values=values,
-        returns=returns,
-    )
+    with record_function("rl_step/update"):
+        metrics |= worker.update(
+            train_batch,
+            old_logprobs=old_lp,
+            advantages=advantages,
+            ref_logprobs=ref_lp,
+            cfg=cfg,
+            seed=seed,
+            positive=b.correct,
+            old_values=values,
+            returns=returns,
+        )
     return metrics | {
         "reward": b.rewards.mean().item(),
         "accuracy": b.correct.float().mean().item(),

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from selfverify.config.schema import SolveConfig
@@ -111,12 +111,12 @@ class Solver:
     analysis_tokens: int
     seed: int
     self_verifying: bool  # the generator writes its own analysis after its solution
+    batch: int = 0  # the batch of problems of the run being solved: every draw is keyed by it
 
     def solve(self, problems: Sequence[TaskProblem], batch: int) -> list[Attempt]:
-        """Solve ``problems`` together (batch ``batch`` of the run: every draw is keyed by it)."""
+        """Solve ``problems`` together (batch ``batch`` of the run)."""
         attempts = [Attempt(p) for p in problems]
-        self._batch = batch
-        METHODS[self.cfg.method](self, attempts)
+        METHODS[self.cfg.method](replace(self, batch=batch), attempts)
         return attempts
 
     # --- the methods ------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class Solver:
 
     # --- the stages: each one batched call per role -----------------------------------------------
     def _seed(self, stage: str, round: int) -> int:
-        return stream_seed(self.seed, f"solve-{stage}", round, self._batch)
+        return stream_seed(self.seed, f"solve-{stage}", round, self.batch)
 
     def _complete(
         self,

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
+from torch.profiler import record_function
 
 from selfverify.algos import (
     aggregate,
@@ -102,8 +103,9 @@ def policy_update(
             micros = engine.micro_batches(mini, cfg.micro_batch_size)
             for i, (micro, scale) in enumerate(micros):
                 mb = batch.select(micro)
-                logits = response_logits(engine.model, mb, cfg.temperature, cfg.share_prompts)
-                logprob = token_logprobs(logits, mb)
+                with record_function("update/forward"):
+                    logits = response_logits(engine.model, mb, cfg.temperature, cfg.share_prompts)
+                    logprob = token_logprobs(logits, mb)
                 pg_loss, stats = loss_fn(
                     logprob,
                     logprob.detach() if old_logprobs is None else old_logprobs[micro],
@@ -135,7 +137,8 @@ def policy_update(
                         if use_pos
                         else logprob.new_zeros(())
                     )
-                engine.backward(sum(terms.values()) * scale, last=i == len(micros) - 1)
+                with record_function("update/backward"):
+                    engine.backward(sum(terms.values()) * scale, last=i == len(micros) - 1)
                 for k, v in terms.items():
                     losses[k] += v.item() * scale
                 w = mb.response_mask.sum().item() * scale
@@ -143,7 +146,8 @@ def policy_update(
                 for k, v in stats.items():
                     means[k] += float(v) * w
                 weight += w
-            grad_norms.append(engine.step())
+            with record_function("update/optimizer"):
+                grad_norms.append(engine.step())
     lr = engine.scheduler.get_last_lr()[0]  # the rate this step used, logged before the schedule moves
     engine.scheduler.step()
     steps = len(grad_norms)
