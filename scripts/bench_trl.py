@@ -271,13 +271,18 @@ def run_selfverify(conn: Connection, cfg: Config, init: str, steps: int, profile
         meter.begin()
         seed = stream_seed(cfg.seed, "generator_rl", 0, step)
         source = problem_source(cfg, task, exclude, f"rl-{step}")
-        with (
-            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-            if profile
-            else (contextlib.nullcontext()) as prof
-        ):
+        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        with profiler if profile else contextlib.nullcontext():
             meter.reward = rl_step(worker, tok.pad_token_id, cfg.rl, source, reward_fn, seed)["reward"]
-        conn.send(meter.record() | ({"parts": step_parts(prof)} if profile else {}))
+        record = meter.record()
+        if profile:
+            parts = step_parts(profiler)
+            # the step outside its named parts: drawing problems, advantages, metrics
+            parts["rl_step/rest"] = record["seconds"] - sum(
+                v for k, v in parts.items() if k.startswith("rl_step/")
+            )
+            record["parts"] = parts
+        conn.send(record)
     conn.recv()  # "finish": idle until the other side's last step is done too
 
 
@@ -380,11 +385,7 @@ def summarise(records: list[dict[str, float]], memory: dict[str, float | None]) 
     seconds = sum(r["seconds"] for r in timed)
     generation = sum(r["generation_seconds"] for r in timed)
     parts = {}
-    if "parts" in timed[0]:  # the median of each part; "rl_step/rest": the step outside its named parts
-        for r in timed:
-            r["parts"]["rl_step/rest"] = r["seconds"] - sum(
-                v for k, v in r["parts"].items() if k.startswith("rl_step/")
-            )
+    if "parts" in timed[0]:  # the median of each part
         parts = {
             "parts_median": {
                 k: statistics.median(r["parts"].get(k, 0.0) for r in timed) for k in timed[0]["parts"]
@@ -426,18 +427,6 @@ def table(results: dict[str, Any]) -> Table:
     return out
 
 
-def parts_table(parts: dict[str, float], step: float) -> Table:
-    """selfverify's step by part: the median seconds of each and its share of the median step."""
-    out = Table(title="selfverify's RL step by part (median over the timed steps)")
-    for column in ("part", "seconds", "share of the step"):
-        out.add_column(column, justify="left" if column == "part" else "right")
-    for name in PARTS:
-        if name in parts:
-            label = name.split("/")[1] if name.startswith("rl_step/") else f"  {name.split('/')[1]}"
-            out.add_row(label, f"{parts[name]:.3f}", f"{parts[name] / step:.1%}")
-    return out
-
-
 # The parts of a step in order: its named ranges (rl_step.py, trainer.py); "update/*" are within "update".
 PARTS = (
     "rl_step/generate",
@@ -449,6 +438,18 @@ PARTS = (
     "update/optimizer",
     "rl_step/rest",
 )
+
+
+def parts_table(parts: dict[str, float], step: float) -> Table:
+    """selfverify's step by part: the median seconds of each and its share of the median step."""
+    out = Table(title="selfverify's RL step by part (median over the timed steps)")
+    for column in ("part", "seconds", "share of the step"):
+        out.add_column(column, justify="left" if column == "part" else "right")
+    for name in PARTS:
+        if name in parts:
+            label = name.split("/")[1] if name.startswith("rl_step/") else f"  {name.split('/')[1]}"
+            out.add_row(label, f"{parts[name]:.3f}", f"{parts[name] / step:.1%}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
