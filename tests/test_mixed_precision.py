@@ -7,7 +7,7 @@ import torch
 
 from selfverify.config.load import ConfigError, load_config
 from selfverify.config.schema import ModelSpec, RLConfig, TrainConfig
-from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.models import build_char_tokenizer, build_model, load_pretrained, save_pretrained
 from selfverify.runtime.workers import LMWorker
 
 SPEC = ModelSpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
@@ -76,3 +76,19 @@ def test_autocast_changes_the_arithmetic_not_the_model():
     mask = rollout.response_mask.bool()
     gap = (logprobs[0] - logprobs[1])[mask].abs().max().item()
     assert 0 < gap < 0.1
+
+
+def test_the_tiny_model_takes_the_attention_kernel_and_eager_matches_sdpa(tmp_path):
+    """``model.attn_implementation`` reaches the tiny model built from its shape and its checkpoints;
+    eager attention (what bfloat16 autocast on the CPU wants: sdpa's bfloat16 backward is slow there)
+    computes what sdpa does."""
+    tok = build_char_tokenizer()
+    eager_spec = dataclasses.replace(SPEC, attn_implementation="eager")
+    eager = build_model(eager_spec, tok, seed=0)
+    assert eager.config._attn_implementation == "eager"
+    save_pretrained(eager, tok, tmp_path)
+    assert load_pretrained(tmp_path, eager_spec)[0].config._attn_implementation == "eager"
+    sdpa = build_model(dataclasses.replace(SPEC, attn_implementation="sdpa"), tok, seed=0)
+    batch = tok(PROMPTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        torch.testing.assert_close(eager(**batch).logits, sdpa(**batch).logits, atol=1e-5, rtol=1e-4)

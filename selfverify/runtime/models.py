@@ -108,6 +108,11 @@ def stop_token_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -
     return sorted({i for i in [*ids, tokenizer.eos_token_id] if i is not None})
 
 
+def attention(spec: ModelSpec) -> dict[str, str]:
+    """The attention kernel ``spec`` asks for, as loading arguments (none: transformers' choice)."""
+    return {"attn_implementation": spec.attn_implementation} if spec.attn_implementation else {}
+
+
 def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerFast, seed: int) -> torch.nn.Module:
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -123,7 +128,7 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerFast, seed: int) 
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec.dtype])
+    return AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec.dtype], **attention(spec))
 
 
 def save_pretrained(model: torch.nn.Module, tokenizer: PreTrainedTokenizerFast, path: str | Path) -> None:
@@ -138,9 +143,8 @@ def load_pretrained(
     """A Hugging Face causal LM and its tokenizer (left padding; a tokenizer without a pad token pads
     with its end token, which the response mask stops at anyway)."""
     spec = spec or ModelSpec()
-    extra = {"attn_implementation": spec.attn_implementation} if spec.attn_implementation else {}
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[spec.dtype], **extra)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[spec.dtype], **attention(spec))
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
     except OSError as err:  # not a directory, not on a reachable hub
         raise SourceError(f"model {path}: cannot load it: {' '.join(str(err).split())[:300]}") from None
