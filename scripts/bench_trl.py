@@ -21,7 +21,8 @@ What is the same on both sides:
   (``shuffle_dataset=False``); the script checks that TRL's tokenization of them (with special tokens) is
   selfverify's (without);
 - sampling: ``group_size`` samples per prompt, ``temperature``, full distribution (top_k 0, top_p 1), stop at
-  the generation config's or the tokenizer's end token, ``max_new_tokens``, one batched ``generate`` per step;
+  the generation config's or the tokenizer's end token, ``max_new_tokens``, one batched call per step
+  (selfverify's ``rollout.decode``, whose finished rows leave the batch; TRL's ``model.generate``);
 - reward: ``task.check(problem, text).correct`` (selfverify's outcome reward; TRL's reward function maps each
   completion back to its problem by a dataset column);
 - update: group-normalised advantages (unbiased std; ``rl.advantage=drgrpo``: ``scale_rewards="none"``),

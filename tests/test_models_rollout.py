@@ -60,33 +60,59 @@ def test_checkpoint_loads_with_auto_classes(tmp_path):
     assert saved_state(tmp_path / "ckpt") == {"step": 5} and not (tmp_path / "ckpt.old").exists()
 
 
+def hf_generate(model, tok, prompts, **kw):
+    return model.generate(
+        **tok(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False),
+        top_k=0, top_p=1.0, max_new_tokens=12, pad_token_id=tok.pad_token_id, return_dict_in_generate=True,
+        **kw,
+    )  # fmt: skip
+
+
 def test_sampled_logprobs_match_recomputed_logprobs_with_left_padding():
-    """generate() and the training forward pass must agree on positions and masking."""
+    """Sampling and the training forward pass agree on positions and masking: until a row stops (no row
+    stops here), the sampler draws what generate() draws from one seed, and the update's recomputed
+    log-probs are generate()'s per-step log-softmax."""
     tok = build_char_tokenizer()
     model = build_model(SPEC, tok, seed=0)
     prompts = ["Q:1+2\n", "Q:12+7*3-4\n", "Q:5-9\n"]
-    out = model.generate(
-        **tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False),
-        do_sample=True, top_k=0, top_p=1.0, max_new_tokens=12, output_scores=True,
-        return_dict_in_generate=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-    )  # fmt: skip
     rollout = sample(model, tok, prompts, max_new_tokens=12, seed=0)
-    torch.manual_seed(0)
+    assert not rollout.truncated.logical_not().any()  # every row ran to the limit
     lp = response_logprobs(model, rollout)
-    assert lp.shape == rollout.response_mask.shape
-    # Recompute generate's own per-step log-softmax for the tokens our rollout drew.
+    assert lp.shape == rollout.response_mask.shape == (3, 12)
     torch.manual_seed(0)
-    gen = model.generate(
-        **tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False),
-        do_sample=True, top_k=0, top_p=1.0, max_new_tokens=12, output_logits=True,
-        return_dict_in_generate=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-    )  # fmt: skip
+    gen = hf_generate(model, tok, prompts, do_sample=True, output_logits=True, eos_token_id=tok.eos_token_id)
     assert torch.equal(gen.sequences, rollout.input_ids)
-    step_logits = torch.stack(gen.logits, dim=1).log_softmax(-1)
-    gen_lp = step_logits.gather(-1, rollout.responses[:, : step_logits.shape[1], None]).squeeze(-1)
-    mask = rollout.response_mask[:, : gen_lp.shape[1]]
-    torch.testing.assert_close(lp[:, : gen_lp.shape[1]] * mask, gen_lp * mask, atol=1e-4, rtol=1e-4)
-    assert out.sequences.shape[0] == 3
+    gen_lp = torch.stack(gen.logits, dim=1).log_softmax(-1).gather(-1, rollout.responses[..., None])[..., 0]
+    torch.testing.assert_close(lp, gen_lp, atol=1e-4, rtol=1e-4)
+
+
+def test_rows_that_stop_leave_the_batch_and_the_rest_decode_as_generate_does():
+    """Greedy decoding with a stop token some rows reach early: the rows that go on (their cache and
+    mask cut down to them) produce generate()'s tokens, and the stopped rows are padded after the stop."""
+    tok = build_char_tokenizer()
+    model = build_model(SPEC, tok, seed=0)
+    torch.manual_seed(0)
+    with torch.no_grad():  # large random weights: greedy tokens that differ between rows and steps
+        for weight in (p for p in model.parameters() if p.dim() == 2):
+            weight.normal_(0, 0.5)
+    prompts = ["Q:1+2\n", "Q:12+7*3-4\n", "Q:5-9\n", "Q:8+8-1\n"]
+    first = sample(model, tok, prompts, max_new_tokens=12, greedy=True).responses
+
+    # Stop at the token whose first appearance differs most between rows (early in some, late or never
+    # in others).
+    def spread(token: int) -> int:
+        return len({row.tolist().index(token) if token in row else -1 for row in first})
+
+    model.generation_config.eos_token_id = [tok.eos_token_id, max(set(first.flatten().tolist()), key=spread)]
+    ours = sample(model, tok, prompts, max_new_tokens=12, greedy=True)
+    stops = ours.response_mask.sum(-1)
+    assert len(set(stops.tolist())) > 1  # rows left the batch at different steps
+    gen = hf_generate(model, tok, prompts, do_sample=False, eos_token_id=model.generation_config.eos_token_id)
+    width = ours.input_ids.shape[1]
+    assert torch.equal(gen.sequences[:, :width], ours.input_ids)
+    assert (
+        ours.responses * (1 - ours.response_mask.long()) == tok.pad_token_id * (1 - ours.response_mask.long())
+    ).all()
 
 
 def test_response_mask_stops_after_eos_and_flags_truncation():

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+import torch.distributed as dist
+from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 
 from selfverify.algos import logprobs_from_logits
 from selfverify.runtime.models import stop_token_ids
@@ -66,6 +68,72 @@ def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]) -> di
     )
 
 
+def synced_ranks() -> bool:
+    """Whether every rank must run each decoding forward pass together (ZeRO-3 shards the weights over
+    ranks, so a rank that stopped early would leave the others waiting for its shard)."""
+    return is_deepspeed_zero3_enabled() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+@torch.no_grad()
+def decode(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    stop: Sequence[int],
+    pad_id: int,
+    max_new_tokens: int,
+    temperature: float,
+    greedy: bool,
+) -> torch.Tensor:
+    """Responses [B, T ≤ max_new_tokens] to left-padded prompts, padded with ``pad_id`` after each row's
+    stop token: KV-cached decoding in which a row that has stopped leaves the batch, so the batch
+    shrinks as responses end (``model.generate`` carries finished rows to the longest response: 1.8×
+    the time of 128 tiny-model samples of at most 48 tokens). Sampling reads the full softmax of
+    logits / temperature, exactly the distribution the update's log-probs recompute; greedy takes
+    the argmax."""
+    device = input_ids.device
+    rows = torch.arange(len(input_ids), device=device)  # the batch rows still decoding
+    out = torch.full((len(input_ids), max_new_tokens), pad_id, dtype=torch.long, device=device)
+    stop_ids = torch.tensor(list(stop), device=device)
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=model.config)
+    step_input, width = input_ids, 0
+    for t in range(max_new_tokens):
+        logits = (
+            model(
+                input_ids=step_input,
+                attention_mask=attention_mask,
+                position_ids=positions,
+                logits_to_keep=1,
+                use_cache=True,
+                **{CACHE_ARG: cache},
+            )
+            .logits[:, -1]
+            .float()
+        )
+        if greedy:
+            token = logits.argmax(-1)
+        else:
+            token = torch.multinomial(torch.softmax(logits / temperature, -1), 1)[:, 0]
+        out[rows, t], width = token, t + 1
+        going = ~torch.isin(token, stop_ids)
+        if not going.all():
+            if not going.any():
+                break
+            keep = going.nonzero()[:, 0]
+            rows, token, attention_mask, positions = (
+                rows[keep],
+                token[keep],
+                attention_mask[keep],
+                positions[keep],
+            )
+            cache.batch_select_indices(keep)
+        step_input = token[:, None]
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(len(rows), 1)], dim=1)
+        positions = positions[:, -1:] + 1
+    return out[:, :width]
+
+
 @torch.no_grad()
 def sample(
     model: torch.nn.Module,
@@ -77,22 +145,32 @@ def sample(
     greedy: bool = False,
     seed: int | None = None,
 ) -> Rollout:
-    """Sample one response per prompt (repeat a prompt G times for a group)."""
+    """Sample one response per prompt (repeat a prompt G times for a group): :func:`decode`, or, where
+    ZeRO-3 ranks must step together, ``model.generate`` (which keeps them in step)."""
     enc = encode_prompts(tokenizer, prompts)
+    ids, attention = enc["input_ids"].to(model.device), enc["attention_mask"].to(model.device)
     stop = stop_token_ids(model, tokenizer)
-    # Sampling reads the full distribution: top_k=None would fall back to transformers' default of 50.
-    sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-    gen = GenerationConfig(
-        max_new_tokens=max_new_tokens, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id, **sampling
-    )
     if seed is not None:
         torch.manual_seed(seed)
     was_training = model.training
     model.eval()
-    out = model.generate(**{k: v.to(model.device) for k, v in enc.items()}, generation_config=gen).cpu()
+    if synced_ranks():
+        # The full distribution: top_k=None would fall back to transformers' default of 50.
+        sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        gen = GenerationConfig(
+            max_new_tokens=max_new_tokens, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id, **sampling
+        )
+        responses = model.generate(input_ids=ids, attention_mask=attention, generation_config=gen)[
+            :, ids.shape[1] :
+        ]
+    else:
+        responses = decode(
+            model, ids, attention, stop, tokenizer.pad_token_id, max_new_tokens, temperature, greedy
+        )
     model.train(was_training)
+    responses = responses.cpu()
+    out = torch.cat([enc["input_ids"], responses], dim=1)
     prompt_len = enc["input_ids"].shape[1]
-    responses = out[:, prompt_len:]
     response_mask, truncated = stop_mask(responses, stop)
     attention_mask = torch.cat([enc["attention_mask"], response_mask.long()], dim=1)
     texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
