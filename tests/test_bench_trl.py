@@ -2,6 +2,7 @@
 model, in one invocation, with selfverify's step profiled by part."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,10 @@ def test_bench_trl_runs_both_sides_and_profiles_the_step(tmp_path: Path) -> None
     out = tmp_path / "bench.json"
     cmd = [sys.executable, str(SCRIPT), "--steps", "2", "--profile", "--out", str(out), *model]
     cmd += ["rl.prompts_per_step=2", "rl.group_size=4", "rl.max_new_tokens=16", "rl.micro_batch_size=8"]
-    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    # As from a shell: a group of one that an earlier test set up leaves RANK and WORLD_SIZE in this
+    # process's environment, and accelerate would read them as a launcher's.
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(out.read_text())
     for side in ("selfverify", "trl"):

@@ -43,6 +43,21 @@ class Rollout:
     def lengths(self) -> torch.Tensor:
         return self.response_mask.sum(-1)
 
+    def trimmed(self) -> Rollout:
+        """The same rows without the padding columns all of them share: left of the longest prompt and
+        right of the longest response (a micro-batch of short rows then costs its own length)."""
+        width = max(1, int(self.response_mask.sum(-1).max().item()))
+        lead = int((self.attention_mask[:, : self.prompt_len] == 0).all(0).long().cumprod(0).sum().item())
+        end = self.prompt_len + width
+        return Rollout(
+            self.input_ids[:, lead:end],
+            self.attention_mask[:, lead:end],
+            self.response_mask[:, :width],
+            self.prompt_len - lead,
+            self.texts,
+            self.truncated,
+        )
+
     def select(self, idx: torch.Tensor | slice) -> Rollout:
         rows = range(len(self.texts))[idx] if isinstance(idx, slice) else idx.tolist()
         return Rollout(

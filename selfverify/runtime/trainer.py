@@ -26,6 +26,10 @@ from selfverify.config.schema import RLConfig
 from selfverify.runtime.engines import TrainEngine
 from selfverify.runtime.rollout import Rollout, response_logits, response_logprobs, token_logprobs
 
+# A policy update's mini-batch runs in at least this many forward passes, rows grouped by response length
+# and each pass cut to its own longest: responses of 5 and of 35 tokens then do not all cost 35.
+LENGTH_GROUPS = 4
+
 
 def sft_step(engine: TrainEngine, batch: Rollout | Sequence[Rollout]) -> dict[str, float]:
     """One supervised step: mean NLL of the response tokens (prompt tokens carry no loss) over a batch,
@@ -83,7 +87,7 @@ def policy_update(
     loss_fn = get_policy_loss(cfg.policy_loss)
     # Dr.GRPO's constant normaliser: the generation budget.
     agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}
-    n = len(batch.texts)
+    n, lengths = len(batch.texts), batch.response_mask.sum(-1)
     gen = torch.Generator().manual_seed(seed)
     losses: dict[str, float] = defaultdict(float)  # summed over micro-batches, averaged over steps
     means: dict[str, float] = defaultdict(float)  # token-weighted means
@@ -91,8 +95,9 @@ def policy_update(
     for _ in range(cfg.epochs):
         order = torch.randperm(n, generator=gen) if cfg.mini_batches > 1 else torch.arange(n)
         for mini in order.chunk(cfg.mini_batches):
-            if cfg.share_prompts:  # a group's rows side by side, so micro-batches share their prompts
-                mini = mini.sort().values
+            # share_prompts: a group's rows side by side, so micro-batches share their prompts; else rows
+            # of like length together, each micro-batch cut to its own longest (Rollout.trimmed).
+            mini = mini.sort().values if cfg.share_prompts else mini[lengths[mini].argsort(stable=True)]
             mask = batch.response_mask[mini]
             counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
             pos_counts = {}
@@ -100,16 +105,18 @@ def policy_update(
                 pos_mask = mask * positive[mini, None].float()
                 pos_counts = {"num_tokens": pos_mask.sum(), "num_seqs": (pos_mask.sum(-1) > 0).sum()}
             use_pos = bool(pos_counts) and pos_counts["num_tokens"] > 0  # no correct sample: no LM term
-            micros = engine.micro_batches(mini, cfg.micro_batch_size)
+            size = min(cfg.micro_batch_size, -(-len(mini) // LENGTH_GROUPS))
+            micros = engine.micro_batches(mini, size)
             for i, (micro, scale) in enumerate(micros):
-                mb = batch.select(micro)
+                mb = batch.select(micro).trimmed()
+                cols = slice(0, mb.response_mask.shape[1])  # the token tensors' columns mb keeps
                 with record_function("update/forward"):
                     logits = response_logits(engine.model, mb, cfg.temperature, cfg.share_prompts)
                     logprob = token_logprobs(logits, mb)
                 pg_loss, stats = loss_fn(
                     logprob,
-                    logprob.detach() if old_logprobs is None else old_logprobs[micro],
-                    advantages[micro],
+                    logprob.detach() if old_logprobs is None else old_logprobs[micro, cols],
+                    advantages[micro, cols],
                     mb.response_mask,
                     clip_low=cfg.clip_low,
                     clip_high=cfg.clip_high,
@@ -124,7 +131,7 @@ def policy_update(
                         entropy, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
                     )
                 if ref_logprobs is not None:
-                    kl = kl_penalty(logprob, ref_logprobs[micro], cfg.kl_kind)
+                    kl = kl_penalty(logprob, ref_logprobs[micro, cols], cfg.kl_kind)
                     if not cfg.kl_in_reward:
                         terms["kl_loss"] = cfg.kl_coef * aggregate(
                             kl, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
