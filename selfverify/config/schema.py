@@ -147,7 +147,9 @@ class RLConfig:
     epochs: int = option(1, "Passes over each rollout batch.")
     mini_batches: int = option(1, "Optimizer steps per pass.")
     micro_batch_size: int = option(
-        64, "Rows per forward and backward pass (gradient accumulation); results don't depend on it."
+        64,
+        "The most rows per forward and backward pass (gradient accumulation; a policy update also "
+        "runs at least four passes, rows grouped by response length); results don't depend on it.",
     )
     share_prompts: bool = option(
         False,
