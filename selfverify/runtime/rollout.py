@@ -102,7 +102,7 @@ def decode(
 ) -> torch.Tensor:
     """Responses [B, T ≤ max_new_tokens] to left-padded prompts, padded with ``pad_id`` after each row's
     stop token: KV-cached decoding in which a row that has stopped leaves the batch, so the batch
-    shrinks as responses end (``model.generate`` carries finished rows to the longest response: 1.8×
+    shrinks as responses end (``model.generate`` carries finished rows to the longest response: 1.6×
     the time of 128 tiny-model samples of at most 48 tokens). Sampling reads the full softmax of
     logits / temperature, exactly the distribution the update's log-probs recompute; greedy takes
     the argmax."""
