@@ -24,6 +24,10 @@ from selfverify.runtime.models import stop_token_ids
 # ``past_key_values``.
 _FORWARD_ARGS = inspect.signature(LlamaForCausalLM.forward).parameters
 CACHE_ARG = "cache" if "cache" in _FORWARD_ARGS else "past_key_values"
+# A training batch runs in this many forward passes, rows grouped by length and each pass padded only to
+# its own longest (an SFT step, ``encode_by_length``; a policy update, ``trainer.policy_update``): rows of 5
+# and of 35 tokens then do not all cost 35.
+LENGTH_GROUPS = 4
 
 
 @dataclass
@@ -213,7 +217,7 @@ def encode_pairs(tokenizer: PreTrainedTokenizerBase, prompts: list[str], respons
 
 
 def encode_by_length(
-    tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str], parts: int = 4
+    tokenizer: PreTrainedTokenizerBase, prompts: list[str], responses: list[str], parts: int = LENGTH_GROUPS
 ) -> list[Rollout]:
     """One teacher-forced batch as ``encode_pairs`` of up to ``parts`` groups of pairs of similar length
     (by prompt, then response, in characters), each padded only to its own longest. A batch mixing short

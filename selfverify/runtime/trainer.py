@@ -24,11 +24,13 @@ from selfverify.algos import (
 )
 from selfverify.config.schema import RLConfig
 from selfverify.runtime.engines import TrainEngine
-from selfverify.runtime.rollout import Rollout, response_logits, response_logprobs, token_logprobs
-
-# A policy update's mini-batch runs in at least this many forward passes, rows grouped by response length
-# and each pass cut to its own longest: responses of 5 and of 35 tokens then do not all cost 35.
-LENGTH_GROUPS = 4
+from selfverify.runtime.rollout import (
+    LENGTH_GROUPS,
+    Rollout,
+    response_logits,
+    response_logprobs,
+    token_logprobs,
+)
 
 
 def sft_step(engine: TrainEngine, batch: Rollout | Sequence[Rollout]) -> dict[str, float]:
