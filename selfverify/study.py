@@ -5,7 +5,9 @@
 
 An arm is a name and a list of overrides (``--objectives A,B`` adds one arm ``objective=A`` per name).
 Trailing overrides apply to every run. Each run is an ordinary ``python -m selfverify.loop`` run in
-``OUT/runs/<arm>-seed<seed>``; finished runs are skipped, so a killed study resumes where it stopped.
+``OUT/runs/<arm>-seed<seed>``; finished runs are skipped, so a killed study resumes where it stopped,
+and ``--runs`` pointed at another study's ``runs/`` reports on its runs (the first arm is the one every
+other is compared with, seed by seed) without running them again.
 
 ``--share-cold-start`` runs the cold start once per seed and starts every arm of that seed from it
 (``init_from``): for plain RL arms the generator's (``OUT/runs/cold-start-seed<seed>``: the trailing
@@ -22,6 +24,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -48,6 +51,7 @@ class ArmResult:
     entropy: list[float] = field(default_factory=list)
     length: list[float] = field(default_factory=list)
     valid: list[float] = field(default_factory=list)  # final share of fully valid solutions
+    behaviour: list[dict[str, float]] = field(default_factory=list)  # per seed: behaviour(), below
     # Self-verification runs, last round per seed: verifier F1, meta-verifier accuracy, auto-label
     # agreement with ground truth, verifier-minus-truth score gap.
     verifier_f1: list[float | None] = field(default_factory=list)
@@ -74,16 +78,42 @@ def steps_to(curve: tuple[list[int], list[float]], threshold: float) -> int | No
 TAIL = 20  # RL steps averaged for the entropy and length columns
 
 
+def behaviour(rl: list[dict[str, Any]]) -> dict[str, float]:
+    """What the papers' claims are about, from a run's RL records: entropy and response length over its
+    first and last TAIL steps; over all steps, the clipped shares of tokens (Clip-Higher's), generation
+    rounds per step (dynamic sampling's) and groups whose rewards are all equal; the critic's explained
+    variance over the last TAIL steps. A figure the run does not log is NaN."""
+
+    def mean(records: list[dict[str, Any]], key: str) -> float:
+        values = [r[key] for r in records if r.get(key) is not None]
+        return float(np.mean(values)) if values else float("nan")
+
+    first, last = rl[:TAIL], rl[-TAIL:]
+    return {
+        "entropy_first": mean(first, "entropy"),
+        "entropy_last": mean(last, "entropy"),
+        "length_first": mean(first, "response_length"),
+        "length_last": mean(last, "response_length"),
+        "clipfrac_low": mean(rl, "clipfrac_low"),
+        "clipfrac_high": mean(rl, "clipfrac_high"),
+        "gen_rounds": mean(rl, "gen_rounds"),
+        "zero_variance_groups": mean(rl, "zero_variance_groups"),
+        "explained_variance": mean(last, "value_explained_variance"),
+    }
+
+
 def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
     res = ArmResult(name, [], [], [], [], [])
     for d in run_dirs:
         summary = json.loads((d / "summary.json").read_text())
         records = read_metrics(d)
         evals = [r for r in records if r["phase"] == "eval"]
-        tail = [r for r in records if r["phase"] == "rl"][-TAIL:]
-        if tail:
-            res.entropy.append(float(np.mean([r["entropy"] for r in tail])))
-            res.length.append(float(np.mean([r["response_length"] for r in tail])))
+        rl = [r for r in records if r["phase"] == "rl"]
+        if rl:
+            seen = behaviour(rl)
+            res.behaviour.append(seen)
+            res.entropy.append(seen["entropy_last"])
+            res.length.append(seen["length_last"])
         res.valid.append(summary.get("final_valid_solution_rate") or 0.0)
         curve = ([r["step"] for r in evals], [r["accuracy"] for r in evals])
         if not curve[0] or curve[0][0] != 0:  # a shared cold start: its evaluation is the run's step 0
@@ -145,6 +175,29 @@ def markdown_table(results: list[ArmResult], threshold: float) -> str:
             f"{_mean(r.length, '.1f')} | {np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
         )
     return head + "\n".join(rows) + "\n"
+
+
+def behaviour_table(results: list[ArmResult]) -> str:
+    """Each arm's training behaviour (``behaviour``), mean over its seeds; "—" where no run logs it."""
+
+    def cell(r: ArmResult, *keys: str, fmt: str = ".3f", sep: str = " → ") -> str:
+        means = [np.nanmean([b[k] for b in r.behaviour]) if r.behaviour else np.nan for k in keys]
+        return "—" if all(np.isnan(means)) else sep.join(format(m, fmt) for m in means)
+
+    rows = [
+        f"| {r.name} | {cell(r, 'entropy_first', 'entropy_last')} | "
+        f"{cell(r, 'length_first', 'length_last', fmt='.1f')} | "
+        f"{cell(r, 'clipfrac_low', 'clipfrac_high', sep=' / ')} | {cell(r, 'gen_rounds', fmt='.2f')} | "
+        f"{cell(r, 'zero_variance_groups', fmt='.2f')} | {cell(r, 'explained_variance', fmt='.2f')} |"
+        for r in results
+    ]
+    return (
+        f"| arm | entropy, first → last {TAIL} RL steps | response length, first → last {TAIL} | "
+        "clipped tokens low / high | generation rounds per step | groups with equal rewards | "
+        f"critic's explained variance (last {TAIL}) |\n|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n"
+    )
 
 
 def _mean(values: list[float], fmt: str) -> str:
@@ -217,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arm", action="append", type=parse_arm, default=[], help="NAME=override,override")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", required=True, help="folder for study.md, curves.png, results.json, runs/")
+    parser.add_argument(
+        "--runs",
+        help="folder of the run directories (default OUT/runs): another study's, to report on its runs "
+        "against another baseline arm without re-running them",
+    )
     parser.add_argument("--threshold", type=float, default=0.4, help="accuracy for the steps-to-reach column")
     parser.add_argument("--no-progress", action="store_true", help="hide the runs' progress bars")
     parser.add_argument(
@@ -230,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --objectives and/or --arm")
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out)
+    runs = Path(args.runs) if args.runs else out / "runs"
     flags = ["--no-progress"] if args.no_progress else []
     flags += ["--config", args.config] if args.config else []
 
@@ -250,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.reward.mode == "self_verify":
             return []
         loop = cfg.pipeline == "selfverify"
-        cold_dir = out / "runs" / f"{'loop-' if loop else ''}cold-start-seed{seed}"
+        cold_dir = runs / f"{'loop-' if loop else ''}cold-start-seed{seed}"
         stage = ["pipeline=selfverify", "loop.rounds=0"] if loop else ["pipeline=rl", "rl.steps=0"]
         if code := ensure_run(cold_dir, [*args.overrides, *stage, "reward.mode=outcome", f"seed={seed}"]):
             raise SystemExit(code)
@@ -260,14 +319,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, arm_overrides in arms:
         dirs = []
         for seed in seeds:
-            run_dir = out / "runs" / f"{name}-seed{seed}"
+            run_dir = runs / f"{name}-seed{seed}"
             shared = cold_start(seed, arm_overrides)
             if code := ensure_run(run_dir, [*args.overrides, *arm_overrides, *shared, f"seed={seed}"]):
                 return code
             dirs.append(run_dir)
         results.append(collect_arm(name, dirs, args.threshold))
+    out.mkdir(parents=True, exist_ok=True)  # with --runs elsewhere, no run has made it
     command = "python -m selfverify.study " + " ".join(argv if argv is not None else sys.argv[1:])
-    table = markdown_table(results, args.threshold)
+    table = markdown_table(results, args.threshold) + "\n" + behaviour_table(results)
     atomic_write_text(
         out / "study.md", f"# Study\n\nCommand: `{command}`\n\n{table}\n![curves](curves.png)\n"
     )

@@ -1,10 +1,11 @@
 """The study command: arms × seeds -> markdown table, curves and a resumable set of runs."""
 
 import json
+import math
 
 import pytest
 
-from selfverify.study import main, mean_ci, paired_difference, steps_to
+from selfverify.study import behaviour, main, mean_ci, paired_difference, steps_to
 
 
 def test_mean_ci_hand_case():
@@ -26,6 +27,16 @@ def test_steps_to_threshold():
     assert steps_to(([0, 20], [0.1, 0.2]), 0.4) is None
 
 
+def test_behaviour_reads_the_first_and_last_steps_and_leaves_out_what_is_not_logged():
+    rl = [{"entropy": float(i), "response_length": 10.0, "gen_rounds": 1.0 + (i == 0)} for i in range(40)]
+    seen = behaviour(rl)
+    assert seen["entropy_first"] == pytest.approx(9.5) and seen["entropy_last"] == pytest.approx(29.5)
+    assert seen["length_first"] == seen["length_last"] == 10.0 and seen["gen_rounds"] == pytest.approx(
+        41 / 40
+    )
+    assert math.isnan(seen["explained_variance"]) and math.isnan(seen["clipfrac_high"])
+
+
 def test_study_runs_arms_and_seeds(tmp_path, tiny_overrides, capsys):
     out = tmp_path / "study"
     argv = ["--objectives", "grpo", "--arm", "lowlr=rl.lr=1e-7", "--seeds", "0,1", "--out", str(out)]
@@ -33,6 +44,7 @@ def test_study_runs_arms_and_seeds(tmp_path, tiny_overrides, capsys):
     text = (out / "study.md").read_text()
     assert "| grpo | 2 |" in text and "| lowlr | 2 |" in text and "±" in text
     assert "− grpo (paired)" in text  # lowlr compared seed by seed with the first arm
+    assert "generation rounds per step" in text and "| lowlr | " in text.split("clipped tokens")[1]
     assert (out / "curves.png").stat().st_size > 5000
     results = json.loads((out / "results.json").read_text())
     assert [r["name"] for r in results] == ["grpo", "lowlr"] and len(results[0]["finals"]) == 2
@@ -41,6 +53,22 @@ def test_study_runs_arms_and_seeds(tmp_path, tiny_overrides, capsys):
     before = (out / "runs" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime
     assert main([*argv, *tiny_overrides]) == 0  # finished runs are not run again
     assert (out / "runs" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime == before
+    # Another report on the same runs, against the other baseline: nothing runs, nothing is overwritten.
+    report = tmp_path / "report"
+    argv = [
+        "--arm",
+        "lowlr=rl.lr=1e-7",
+        "--arm",
+        "grpo=objective=grpo",
+        "--seeds",
+        "0,1",
+        "--out",
+        str(report),
+    ]
+    assert main([*argv, "--runs", str(out / "runs"), *tiny_overrides]) == 0
+    assert "− lowlr (paired)" in (report / "study.md").read_text() and not (report / "runs").exists()
+    assert (out / "runs" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime == before
+    assert (out / "study.md").read_text() == text  # the first report is as it was
 
 
 def test_study_shares_one_cold_start_per_seed(tmp_path, tiny_overrides):
