@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,14 +182,15 @@ def behaviour_table(results: list[ArmResult]) -> str:
     """Each arm's training behaviour (``behaviour``), mean over its seeds; "—" where no run logs it."""
 
     def cell(r: ArmResult, *keys: str, fmt: str = ".3f", sep: str = " → ") -> str:
-        means = [np.nanmean([b[k] for b in r.behaviour]) if r.behaviour else np.nan for k in keys]
-        return "—" if all(np.isnan(means)) else sep.join(format(m, fmt) for m in means)
+        seen = [[b[k] for b in r.behaviour if not math.isnan(b[k])] for k in keys]
+        return "—" if not all(seen) else sep.join(format(np.mean(v), fmt) for v in seen)
 
     rows = [
         f"| {r.name} | {cell(r, 'entropy_first', 'entropy_last')} | "
         f"{cell(r, 'length_first', 'length_last', fmt='.1f')} | "
-        f"{cell(r, 'clipfrac_low', 'clipfrac_high', sep=' / ')} | {cell(r, 'gen_rounds', fmt='.2f')} | "
-        f"{cell(r, 'zero_variance_groups', fmt='.2f')} | {cell(r, 'explained_variance', fmt='.2f')} |"
+        f"{cell(r, 'clipfrac_low', 'clipfrac_high', fmt='.1e', sep=' / ')} | "
+        f"{cell(r, 'gen_rounds', fmt='.2f')} | {cell(r, 'zero_variance_groups', fmt='.2f')} | "
+        f"{cell(r, 'explained_variance', fmt='.2f')} |"
         for r in results
     ]
     return (
