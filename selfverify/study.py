@@ -48,9 +48,6 @@ class ArmResult:
     steps_to_threshold: list[int | None]
     walls: list[float]
     curves: list[tuple[list[int], list[float]]]  # (RL step, held-out accuracy) per seed
-    # Behaviour over the last TAIL RL steps, per seed (the papers' entropy and length claims).
-    entropy: list[float] = field(default_factory=list)
-    length: list[float] = field(default_factory=list)
     valid: list[float] = field(default_factory=list)  # final share of fully valid solutions
     behaviour: list[dict[str, float]] = field(default_factory=list)  # per seed: behaviour(), below
     # Self-verification runs, last round per seed: verifier F1, meta-verifier accuracy, auto-label
@@ -111,10 +108,7 @@ def collect_arm(name: str, run_dirs: list[Path], threshold: float) -> ArmResult:
         evals = [r for r in records if r["phase"] == "eval"]
         rl = [r for r in records if r["phase"] == "rl"]
         if rl:
-            seen = behaviour(rl)
-            res.behaviour.append(seen)
-            res.entropy.append(seen["entropy_last"])
-            res.length.append(seen["length_last"])
+            res.behaviour.append(behaviour(rl))
         res.valid.append(summary.get("final_valid_solution_rate") or 0.0)
         curve = ([r["step"] for r in evals], [r["accuracy"] for r in evals])
         if not curve[0] or curve[0][0] != 0:  # a shared cold start: its evaluation is the run's step 0
@@ -170,10 +164,11 @@ def markdown_table(results: list[ArmResult], threshold: float) -> str:
         if r is not base:  # every arm runs the same seeds
             diff, diff_ci = paired_difference(r.finals, base.finals)
             paired = f"{diff:+.3f} ± {diff_ci:.3f}"
+        entropy, length = ([b[k] for b in r.behaviour] for k in ("entropy_last", "length_last"))
         rows.append(
             f"| {r.name} | {len(r.finals)} | {cold:.3f} | {final:.3f} ± {ci:.3f} | {final - cold:+.3f} | "
-            f"{paired} | {steps} | {np.mean(r.valid):.3f} | {_mean(r.entropy, '.3f')} | "
-            f"{_mean(r.length, '.1f')} | {np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
+            f"{paired} | {steps} | {np.mean(r.valid):.3f} | {_mean(entropy, '.3f')} | "
+            f"{_mean(length, '.1f')} | {np.mean(r.walls):.0f} |" + (_loop_columns(r) if loop else "")
         )
     return head + "\n".join(rows) + "\n"
 
