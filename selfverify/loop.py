@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.table import Table
 
@@ -31,17 +32,32 @@ from selfverify.utils.tracking import read_metrics
 PIPELINES: dict[str, Callable[..., dict[str, Any]]] = {"rl": rl.run, "selfverify": selfverify.run}
 
 
-def prepare_run_dir(cfg: Config, run_dir: Path) -> None:
-    """Create the run directory, or check that an existing one holds this same configuration."""
+def prepare_run_dir(cfg: Config, run_dir: Path) -> FileLock:
+    """Create the run directory, or check that an existing one holds this same configuration, and
+    take its lock: the caller holds it while the run writes. An OS lock (flock), so a killed run
+    leaves none behind."""
     resolved = to_yaml(cfg)
     config_file = run_dir / "config.yaml"
-    if config_file.exists() and config_file.read_text() != resolved:
-        raise ConfigError(
-            f"{run_dir} holds a run with a different configuration ({config_file}); "
-            "use a new --run-dir, or the same arguments to resume it"
-        )
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(config_file, resolved)
+    lock = FileLock(run_dir / ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(
+            f"{run_dir} is in use: another process is running or resuming this run; "
+            "wait for it to finish, or use a new --run-dir"
+        ) from None
+    try:
+        if config_file.exists() and config_file.read_text() != resolved:
+            raise ConfigError(
+                f"{run_dir} holds a run with a different configuration ({config_file}); "
+                "use a new --run-dir, or the same arguments to resume it"
+            )
+        atomic_write_text(config_file, resolved)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -87,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(args.run_dir or f"runs/{cfg.pipeline}-seed{cfg.seed}-{stamp}")
-        prepare_run_dir(cfg, run_dir)
+        lock = prepare_run_dir(cfg, run_dir)
     except ConfigError as err:
         console.print(f"[red]error:[/red] {err}")
         return 2
@@ -95,10 +111,18 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]error:[/red] cannot write the run directory {run_dir}: {err.strerror or err}")
         return 2
 
+    try:
+        return _run(cfg, run_dir, console, progress=not args.no_progress)
+    finally:
+        lock.release()
+
+
+def _run(cfg: Config, run_dir: Path, console: Console, progress: bool) -> int:
+    """Run the pipeline into a prepared, locked run directory and print its summary."""
     configure_torch(cfg.threads)
     console.print(f"run directory: {run_dir}")
     try:
-        summary = PIPELINES[cfg.pipeline](cfg, run_dir, progress=not args.no_progress)
+        summary = PIPELINES[cfg.pipeline](cfg, run_dir, progress=progress)
         summary = {"run_dir": str(run_dir), "pipeline": cfg.pipeline, "seed": cfg.seed, **summary}
         atomic_write_json(run_dir / "summary.json", summary)
         plot_curves(read_metrics(run_dir), run_dir / "curves.png")

@@ -1,6 +1,8 @@
 """Configuration: presets, dotted overrides, and errors that name the key before any work."""
 
 import dataclasses
+import subprocess
+import sys
 import tempfile
 import typing
 from pathlib import Path
@@ -66,6 +68,33 @@ def test_cli_refuses_to_mix_configs_in_one_run_dir(tmp_path, capsys):
     (run_dir / "config.yaml").write_text("seed: 99\n")
     assert main(["--run-dir", str(run_dir), "seed=1"]) == 2
     assert "different configuration" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_run_dir_another_process_is_writing(tmp_path, capsys, tiny_overrides):
+    run_dir = tmp_path / "run"
+    assert main(["--run-dir", str(run_dir), "--no-progress", *tiny_overrides]) == 0
+    written = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    # Another process holds the run's lock, as a loop resuming this run would.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from filelock import FileLock; lock = FileLock({str(run_dir / '.lock')!r}); lock.acquire(); "
+            "print('held', flush=True); import time; time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert main(["--run-dir", str(run_dir), "--no-progress", *tiny_overrides]) == 2
+        assert "is in use: another process" in " ".join(capsys.readouterr().err.split())
+        assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == written
+    finally:
+        holder.kill()  # a killed holder leaves no lock behind
+        holder.wait()
+    assert main(["--run-dir", str(run_dir), "--no-progress", *tiny_overrides]) == 0
 
 
 @pytest.mark.parametrize(

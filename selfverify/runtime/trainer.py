@@ -63,6 +63,66 @@ def on_policy(cfg: RLConfig) -> bool:
     return cfg.epochs == 1 and cfg.mini_batches == 1
 
 
+def _token_counts(mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A mini-batch's global counts, which every micro-batch's loss is aggregated with."""
+    return {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
+
+
+def micro_batch_terms(
+    model: torch.nn.Module,
+    mb: Rollout,
+    rows: torch.Tensor,
+    *,
+    old_logprobs: torch.Tensor | None,
+    advantages: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    positive: torch.Tensor | None,
+    cfg: RLConfig,
+    counts: dict[str, torch.Tensor],
+    pos_counts: dict[str, torch.Tensor],
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The loss terms of one micro-batch and its diagnostics: ``mb`` is the trimmed rollout of the
+    batch's ``rows``; ``counts`` (``pos_counts``: correct responses only) are its mini-batch's."""
+    cols = slice(0, mb.response_mask.shape[1])  # the token tensors' columns mb keeps
+    # Dr.GRPO's constant normaliser: the generation budget.
+    agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}
+    with record_function("update/forward"):
+        logits = response_logits(model, mb, cfg.temperature, cfg.share_prompts)
+        logprob = token_logprobs(logits, mb)
+    pg_loss, stats = get_policy_loss(cfg.policy_loss)(
+        logprob,
+        logprob.detach() if old_logprobs is None else old_logprobs[rows, cols],
+        advantages[rows, cols],
+        mb.response_mask,
+        clip_low=cfg.clip_low,
+        clip_high=cfg.clip_high,
+        dual_clip_c=cfg.dual_clip_c,
+        **agg,
+        **counts,
+    )
+    terms = {"pg_loss": pg_loss}
+    entropy = entropy_from_logits(logits).cpu()
+    if cfg.entropy_coef:
+        terms["entropy_loss"] = -cfg.entropy_coef * aggregate(
+            entropy, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
+        )
+    if ref_logprobs is not None:
+        kl = kl_penalty(logprob, ref_logprobs[rows, cols], cfg.kl_kind)
+        if not cfg.kl_in_reward:
+            terms["kl_loss"] = cfg.kl_coef * aggregate(
+                kl, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
+            )
+        stats["kl"] = masked_mean(kl.detach(), mb.response_mask)
+    if pos_counts:  # no correct sample in the mini-batch: a zero LM term
+        terms["pos_lm_loss"] = (
+            cfg.pos_lm_coef * positive_lm_loss(logprob, mb.response_mask, positive[rows], **agg, **pos_counts)
+            if pos_counts["num_tokens"] > 0
+            else logprob.new_zeros(())
+        )
+    stats["entropy"] = masked_mean(entropy.detach(), mb.response_mask)
+    return terms, stats
+
+
 def policy_update(
     engine: TrainEngine,
     batch: Rollout,
@@ -86,9 +146,6 @@ def policy_update(
     if old_logprobs is None and not on_policy(cfg):
         # Past the first optimizer step the policy has moved: its own log-probs are no longer π_old.
         raise ValueError("old_logprobs are needed with more than one optimizer step per batch")
-    loss_fn = get_policy_loss(cfg.policy_loss)
-    # Dr.GRPO's constant normaliser: the generation budget.
-    agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}
     n, lengths = len(batch.texts), batch.response_mask.sum(-1)
     gen = torch.Generator().manual_seed(seed)
     losses: dict[str, float] = defaultdict(float)  # summed over micro-batches, averaged over steps
@@ -101,57 +158,30 @@ def policy_update(
             # of like length together, each micro-batch cut to its own longest (Rollout.trimmed).
             mini = mini.sort().values if cfg.share_prompts else mini[lengths[mini].argsort(stable=True)]
             mask = batch.response_mask[mini]
-            counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
-            pos_counts = {}
-            if positive is not None and cfg.pos_lm_coef > 0:
-                pos_mask = mask * positive[mini, None].float()
-                pos_counts = {"num_tokens": pos_mask.sum(), "num_seqs": (pos_mask.sum(-1) > 0).sum()}
-            use_pos = bool(pos_counts) and pos_counts["num_tokens"] > 0  # no correct sample: no LM term
+            counts = _token_counts(mask)
+            with_pos = positive is not None and cfg.pos_lm_coef > 0
+            pos_counts = _token_counts(mask * positive[mini, None].float()) if with_pos else {}
             size = min(cfg.micro_batch_size, -(-len(mini) // LENGTH_GROUPS))
             micros = engine.micro_batches(mini, size)
             for i, (micro, scale) in enumerate(micros):
                 mb = batch.select(micro).trimmed()
-                cols = slice(0, mb.response_mask.shape[1])  # the token tensors' columns mb keeps
-                with record_function("update/forward"):
-                    logits = response_logits(engine.model, mb, cfg.temperature, cfg.share_prompts)
-                    logprob = token_logprobs(logits, mb)
-                pg_loss, stats = loss_fn(
-                    logprob,
-                    logprob.detach() if old_logprobs is None else old_logprobs[micro, cols],
-                    advantages[micro, cols],
-                    mb.response_mask,
-                    clip_low=cfg.clip_low,
-                    clip_high=cfg.clip_high,
-                    dual_clip_c=cfg.dual_clip_c,
-                    **agg,
-                    **counts,
+                terms, stats = micro_batch_terms(
+                    engine.model,
+                    mb,
+                    micro,
+                    old_logprobs=old_logprobs,
+                    advantages=advantages,
+                    ref_logprobs=ref_logprobs,
+                    positive=positive,
+                    cfg=cfg,
+                    counts=counts,
+                    pos_counts=pos_counts,
                 )
-                terms = {"pg_loss": pg_loss}
-                entropy = entropy_from_logits(logits).cpu()
-                if cfg.entropy_coef:
-                    terms["entropy_loss"] = -cfg.entropy_coef * aggregate(
-                        entropy, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
-                    )
-                if ref_logprobs is not None:
-                    kl = kl_penalty(logprob, ref_logprobs[micro, cols], cfg.kl_kind)
-                    if not cfg.kl_in_reward:
-                        terms["kl_loss"] = cfg.kl_coef * aggregate(
-                            kl, mb.response_mask, cfg.agg_mode, norm_constant=agg["norm_constant"], **counts
-                        )
-                    stats["kl"] = masked_mean(kl.detach(), mb.response_mask)
-                if pos_counts:
-                    terms["pos_lm_loss"] = (
-                        cfg.pos_lm_coef
-                        * positive_lm_loss(logprob, mb.response_mask, positive[micro], **agg, **pos_counts)
-                        if use_pos
-                        else logprob.new_zeros(())
-                    )
                 with record_function("update/backward"):
                     engine.backward(sum(terms.values()) * scale, last=i == len(micros) - 1)
+                w = mb.response_mask.sum().item() * scale
                 for k, v in terms.items():
                     losses[k] += v.item() * scale
-                w = mb.response_mask.sum().item() * scale
-                stats["entropy"] = masked_mean(entropy.detach(), mb.response_mask)
                 for k, v in stats.items():
                     means[k] += float(v) * w
                 weight += w
