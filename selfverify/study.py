@@ -15,6 +15,10 @@ overrides, ``pipeline=rl`` and ``rl.steps=0``); for ``pipeline=selfverify`` arms
 judge's (``OUT/runs/loop-cold-start-seed<seed>``: ``loop.rounds=0``). Arms must then differ only after
 the cold start (objectives, RL knobs, the outcome, process and mix reward modes); a self_verify arm
 keeps its own cold start (its demonstrations differ). The wall column leaves shared cold starts out.
+
+``--jobs N`` runs N loops at a time, each in a process of its own with its output in
+``OUT/runs/<run>.log``: the cold starts and the runs that need none first, then the runs that start
+from one. On two real cores, ``--jobs 2`` with ``threads=1`` nearly halves a study.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 from scipy import stats
+from tqdm import tqdm
 
 from selfverify.config.load import ConfigError, load_config
 from selfverify.loop import main as run_loop
@@ -254,6 +261,81 @@ def plot_study(results: list[ArmResult], path: Path) -> None:
     tmp.replace(path)
 
 
+@dataclass
+class PlannedRun:
+    run_dir: Path
+    overrides: list[str]
+    after_cold_start: bool = False  # starts from its seed's shared cold start (init_from)
+
+
+def plan_runs(
+    arms: list[tuple[str, list[str]]],
+    seeds: list[int],
+    runs: Path,
+    config: str | None,
+    overrides: list[str],
+    share_cold_start: bool,
+) -> tuple[list[PlannedRun], list[list[Path]]]:
+    """Every run of the study, shared cold starts first, and each arm's run directories by seed."""
+    cold: dict[Path, PlannedRun] = {}
+    arm_runs, arm_dirs = [], []
+    for name, arm_overrides in arms:
+        cfg = load_config(config, [*overrides, *arm_overrides])
+        dirs = []
+        for seed in seeds:
+            run = PlannedRun(runs / f"{name}-seed{seed}", [*overrides, *arm_overrides, f"seed={seed}"])
+            if share_cold_start and cfg.reward.mode != "self_verify":  # its demonstrations differ
+                loop = cfg.pipeline == "selfverify"
+                cold_dir = runs / f"{'loop-' if loop else ''}cold-start-seed{seed}"
+                stage = ["pipeline=selfverify", "loop.rounds=0"] if loop else ["pipeline=rl", "rl.steps=0"]
+                cold[cold_dir] = PlannedRun(
+                    cold_dir, [*overrides, *stage, "reward.mode=outcome", f"seed={seed}"]
+                )
+                checkpoint = cold_dir / "checkpoints" / ("latest" if loop else "cold_start")
+                run.overrides.insert(-1, f"init_from={checkpoint}")
+                run.after_cold_start = True
+            arm_runs.append(run)
+            dirs.append(run.run_dir)
+        arm_dirs.append(dirs)
+    return [*cold.values(), *arm_runs], arm_dirs
+
+
+def execute(batch: list[PlannedRun], flags: list[str], jobs: int, progress: bool) -> int:
+    """Run ``batch``: one after another in this process, or ``jobs`` loop processes at a time, each
+    writing its output to ``<run-dir>.log``. The first failure's exit code, after the runs under way
+    end (a rerun of the study resumes them)."""
+    if jobs == 1:
+        for run in batch:
+            print(f"== {run.run_dir.name}", file=sys.stderr)
+            argv = [*flags, *([] if progress else ["--no-progress"]), "--run-dir", str(run.run_dir)]
+            if code := run_loop([*argv, *run.overrides]):
+                return code
+        return 0
+
+    with ThreadPoolExecutor(jobs) as pool:
+        futures = [pool.submit(run_in_subprocess, run, flags) for run in batch]
+        codes = (f.result() for f in as_completed(futures))
+        first_failure = next(
+            (c for c in tqdm(codes, total=len(batch), desc="runs", disable=not progress) if c), 0
+        )
+        pool.shutdown(cancel_futures=True)  # after a failure nothing new starts; the runs under way end
+    return first_failure
+
+
+def run_in_subprocess(run: PlannedRun, flags: list[str]) -> int:
+    """One loop run in a process of its own, its output in ``<run-dir>.log``."""
+    log = run.run_dir.with_name(run.run_dir.name + ".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [*flags, "--no-progress", "--run-dir", str(run.run_dir), *run.overrides]
+    with log.open("w") as f:
+        code = subprocess.run([sys.executable, "-m", "selfverify.loop", *argv], stdout=f, stderr=f).returncode
+    if code:
+        tqdm.write(
+            f"error: {run.run_dir.name} stopped with exit code {code}; its output: {log}", file=sys.stderr
+        )
+    return code
+
+
 def parse_arm(text: str) -> tuple[str, list[str]]:
     name, _, overrides = text.partition("=")
     if not name:
@@ -277,51 +359,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--share-cold-start", action="store_true", help="one cold start per seed, shared by every arm"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time, each in its own process with its output in <run-dir>.log (give threads=1 "
+        "with 2 jobs on 2 cores)",
+    )
     parser.add_argument("--config", help="YAML config of every run (default: the packaged default)")
     parser.add_argument("overrides", nargs="*", help="overrides applied to every run")
     args = parser.parse_args(argv)
     arms = [(o, [f"objective={o}"]) for o in args.objectives.split(",") if o] + args.arm
     if not arms:
         parser.error("give --objectives and/or --arm")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out)
     runs = Path(args.runs) if args.runs else out / "runs"
-    flags = ["--no-progress"] if args.no_progress else []
-    flags += ["--config", args.config] if args.config else []
-
-    def ensure_run(run_dir: Path, overrides: list[str]) -> int:
-        if (run_dir / "summary.json").exists():
-            return 0
-        print(f"== {run_dir.name}", file=sys.stderr)
-        return run_loop([*flags, "--run-dir", str(run_dir), *overrides])
-
-    def cold_start(seed: int, arm_overrides: list[str]) -> list[str]:
-        """The init_from override of an arm's shared cold start (run on first use), or none."""
-        if not args.share_cold_start:
-            return []
-        try:
-            cfg = load_config(args.config, [*args.overrides, *arm_overrides])
-        except ConfigError as err:
-            raise SystemExit(f"error: {err}") from None
-        if cfg.reward.mode == "self_verify":
-            return []
-        loop = cfg.pipeline == "selfverify"
-        cold_dir = runs / f"{'loop-' if loop else ''}cold-start-seed{seed}"
-        stage = ["pipeline=selfverify", "loop.rounds=0"] if loop else ["pipeline=rl", "rl.steps=0"]
-        if code := ensure_run(cold_dir, [*args.overrides, *stage, "reward.mode=outcome", f"seed={seed}"]):
-            raise SystemExit(code)
-        return [f"init_from={cold_dir / 'checkpoints' / ('latest' if loop else 'cold_start')}"]
-
-    results = []
-    for name, arm_overrides in arms:
-        dirs = []
-        for seed in seeds:
-            run_dir = runs / f"{name}-seed{seed}"
-            shared = cold_start(seed, arm_overrides)
-            if code := ensure_run(run_dir, [*args.overrides, *arm_overrides, *shared, f"seed={seed}"]):
-                return code
-            dirs.append(run_dir)
-        results.append(collect_arm(name, dirs, args.threshold))
+    try:
+        planned, arm_dirs = plan_runs(arms, seeds, runs, args.config, args.overrides, args.share_cold_start)
+    except ConfigError as err:
+        raise SystemExit(f"error: {err}") from None
+    todo = [r for r in planned if not (r.run_dir / "summary.json").exists()]
+    flags = ["--config", args.config] if args.config else []
+    # Cold starts, and runs that need none of them, first; then the runs that start from one.
+    for batch in ([r for r in todo if not r.after_cold_start], [r for r in todo if r.after_cold_start]):
+        if code := execute(batch, flags, args.jobs, progress=not args.no_progress):
+            return code
+    results = [
+        collect_arm(name, dirs, args.threshold) for (name, _), dirs in zip(arms, arm_dirs, strict=True)
+    ]
     out.mkdir(parents=True, exist_ok=True)  # with --runs elsewhere, no run has made it
     command = "python -m selfverify.study " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown_table(results, args.threshold) + "\n" + behaviour_table(results)

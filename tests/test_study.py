@@ -86,6 +86,33 @@ def test_study_shares_one_cold_start_per_seed(tmp_path, tiny_overrides):
         assert all(steps[0] == 0 and acc[0] == cold for steps, acc in arm["curves"])
 
 
+def test_study_jobs_run_in_parallel_processes_to_the_same_metrics(tmp_path, tiny_overrides, capsys):
+    argv = ["--objectives", "grpo,rloo", "--seeds", "0,1", "--share-cold-start", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "one"), *tiny_overrides]) == 0
+    assert main([*argv, "--out", str(tmp_path / "two"), "--jobs", "2", *tiny_overrides]) == 0
+    names = [f"{run}-seed{seed}" for run in ("cold-start", "grpo", "rloo") for seed in (0, 1)]
+    for name in names:
+        one, two = (tmp_path / study / "runs" / name for study in ("one", "two"))
+        assert (one / "metrics.jsonl").read_bytes() == (two / "metrics.jsonl").read_bytes()
+        assert "run directory:" in two.with_name(name + ".log").read_text()  # each run's own output
+    one, two = (json.loads((tmp_path / study / "results.json").read_text()) for study in ("one", "two"))
+    assert [(r["finals"], r["curves"]) for r in one] == [(r["finals"], r["curves"]) for r in two]
+    # A run that fails names its log, and the study stops with its exit code after the runs under way.
+    capsys.readouterr()
+    bad = [
+        "--arm",
+        "bad=init_from=" + str(tmp_path / "missing"),
+        "--seeds",
+        "0",
+        "--jobs",
+        "2",
+        "--no-progress",
+    ]
+    assert main([*bad, "--out", str(tmp_path / "bad"), *tiny_overrides]) == 2
+    assert "bad-seed0 stopped with exit code 2" in capsys.readouterr().err
+    assert "error" in (tmp_path / "bad" / "runs" / "bad-seed0.log").read_text()
+
+
 def test_study_shares_the_loop_cold_start_except_with_self_verify(tmp_path, tiny_overrides, tiny_loop):
     out = tmp_path / "study"
     arms = [f"--arm={m}=pipeline=selfverify,reward.mode={m}" for m in ("outcome", "process", "self_verify")]
