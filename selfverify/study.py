@@ -18,7 +18,7 @@ keeps its own cold start (its demonstrations differ). The wall column leaves sha
 
 ``--jobs N`` runs N loops at a time, each in a process of its own with its output in
 ``OUT/runs/<run>.log``: the cold starts and the runs that need none first, then the runs that start
-from one. On two real cores, ``--jobs 2`` with ``threads=1`` nearly halves a study.
+from one. On two cores, ``--jobs 2`` with ``threads=1`` gives each run a core of its own.
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ def plan_runs(
         cfg = load_config(config, [*overrides, *arm_overrides])
         dirs = []
         for seed in seeds:
-            run = PlannedRun(runs / f"{name}-seed{seed}", [*overrides, *arm_overrides, f"seed={seed}"])
+            shared = []
             if share_cold_start and cfg.reward.mode != "self_verify":  # its demonstrations differ
                 loop = cfg.pipeline == "selfverify"
                 cold_dir = runs / f"{'loop-' if loop else ''}cold-start-seed{seed}"
@@ -291,9 +291,9 @@ def plan_runs(
                 cold[cold_dir] = PlannedRun(
                     cold_dir, [*overrides, *stage, "reward.mode=outcome", f"seed={seed}"]
                 )
-                checkpoint = cold_dir / "checkpoints" / ("latest" if loop else "cold_start")
-                run.overrides.insert(-1, f"init_from={checkpoint}")
-                run.after_cold_start = True
+                shared = [f"init_from={cold_dir / 'checkpoints' / ('latest' if loop else 'cold_start')}"]
+            run_overrides = [*overrides, *arm_overrides, *shared, f"seed={seed}"]
+            run = PlannedRun(runs / f"{name}-seed{seed}", run_overrides, after_cold_start=bool(shared))
             arm_runs.append(run)
             dirs.append(run.run_dir)
         arm_dirs.append(dirs)
