@@ -86,6 +86,20 @@ def test_sampled_logprobs_match_recomputed_logprobs_with_left_padding():
     torch.testing.assert_close(lp, gen_lp, atol=1e-4, rtol=1e-4)
 
 
+def test_a_group_sharing_a_prompt_samples_what_generate_samples_from_one_seed():
+    """Rows with one prompt (a group's samples) are prefilled once and copied: the draws are still
+    generate()'s, which prefills every row, draw for draw."""
+    tok = build_char_tokenizer()
+    model = build_model(SPEC, tok, seed=0)
+    prompts = ["Q:1+2\n"] * 3 + ["Q:12+7*3-4\n"] * 2 + ["Q:5-9\n"]
+    rollout = sample(model, tok, prompts, max_new_tokens=12, seed=3)
+    assert rollout.truncated.all()  # no row stops, so both draw for every row at every step
+    assert len({tuple(r) for r in rollout.responses[:3].tolist()}) == 3  # the group's samples differ
+    torch.manual_seed(3)
+    gen = hf_generate(model, tok, prompts, do_sample=True)
+    assert torch.equal(gen.sequences, rollout.input_ids)
+
+
 def test_rows_that_stop_leave_the_batch_and_the_rest_decode_as_generate_does():
     """Greedy decoding with a stop token some rows reach early: the rows that go on (their cache and
     mask cut down to them) produce generate()'s tokens, and the stopped rows are padded after the stop."""
