@@ -86,9 +86,10 @@ def test_sampled_logprobs_match_recomputed_logprobs_with_left_padding():
     torch.testing.assert_close(lp, gen_lp, atol=1e-4, rtol=1e-4)
 
 
-def test_a_group_sharing_a_prompt_samples_what_generate_samples_from_one_seed():
-    """Rows with one prompt (a group's samples) are prefilled once and copied: the draws are still
-    generate()'s, which prefills every row, draw for draw."""
+def test_rows_sharing_a_prompt_decode_what_generate_decodes():
+    """Rows with one prompt (a group's samples) are prefilled once and copied, and greedily decoded once:
+    the draws are still generate()'s, which prefills and decodes every row, draw for draw, and so are
+    the greedy responses."""
     tok = build_char_tokenizer()
     model = build_model(SPEC, tok, seed=0)
     prompts = ["Q:1+2\n"] * 3 + ["Q:12+7*3-4\n"] * 2 + ["Q:5-9\n"]
@@ -98,6 +99,9 @@ def test_a_group_sharing_a_prompt_samples_what_generate_samples_from_one_seed():
     torch.manual_seed(3)
     gen = hf_generate(model, tok, prompts, do_sample=True)
     assert torch.equal(gen.sequences, rollout.input_ids)
+    greedy = sample(model, tok, prompts, max_new_tokens=12, greedy=True)
+    gen = hf_generate(model, tok, prompts, do_sample=False)
+    assert torch.equal(gen.sequences, greedy.input_ids)
 
 
 def test_rows_that_stop_leave_the_batch_and_the_rest_decode_as_generate_does():

@@ -124,20 +124,24 @@ def decode(
     greedy: bool,
 ) -> torch.Tensor:
     """Responses [B, T ≤ max_new_tokens] to left-padded prompts, padded with ``pad_id`` after each row's
-    stop token: KV-cached decoding in which rows with one prompt share its prefill and a row that has
-    stopped leaves the batch, so the batch shrinks as responses end (``model.generate`` carries
-    finished rows to the longest response: 1.6× the time of 128 tiny-model samples of at most 48
-    tokens). Sampling reads the full softmax of logits / temperature, exactly the distribution the
-    update's log-probs recompute; greedy takes the argmax."""
+    stop token: KV-cached decoding in which rows with one prompt share its prefill (greedily, its whole
+    decode) and a row that has stopped leaves the batch, so the batch shrinks as responses end
+    (``model.generate`` carries finished rows to the longest response: 1.6× the time of 128 tiny-model
+    samples of at most 48 tokens). Sampling reads the full softmax of logits / temperature, exactly the
+    distribution the update's log-probs recompute; greedy takes the argmax."""
+    # Rows with one prompt (a group's samples; a verifier's greedy analyses of samples that came out
+    # alike) share work: each distinct prompt is prefilled once and its keys, values and logits copied to
+    # its rows, and greedily, where they would write the same response, it is decoded once. The same
+    # numbers: a row's own are computed apart from the others'.
+    distinct, inverse = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
+    ids, mask = distinct.split(input_ids.shape[1], dim=1)
+    if greedy and len(distinct) < len(input_ids):
+        return decode(model, ids, mask, stop, pad_id, max_new_tokens, temperature, greedy)[inverse]
     device = input_ids.device
     rows = torch.arange(len(input_ids), device=device)  # the batch rows still decoding
     out = torch.full((len(input_ids), max_new_tokens), pad_id, dtype=torch.long, device=device)
     stop_ids = torch.tensor(list(stop), device=device)
     cache = DynamicCache(config=model.config)
-    # A group's samples share one prompt: each distinct prompt is prefilled once and its keys, values and
-    # logits copied to its rows. The same numbers: a row's own are computed apart from the others'.
-    distinct, inverse = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
-    ids, mask = distinct.split(input_ids.shape[1], dim=1)
     logits = next_logits(model, ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), cache)[inverse]
     cache.batch_select_indices(inverse)
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
