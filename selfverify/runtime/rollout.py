@@ -131,8 +131,9 @@ def decode(
     distribution the update's log-probs recompute; greedy takes the argmax."""
     # Rows with one prompt (a group's samples; a verifier's greedy analyses of samples that came out
     # alike) share work: each distinct prompt is prefilled once and its keys, values and logits copied to
-    # its rows, and greedily, where they would write the same response, it is decoded once. The same
-    # numbers: a row's own are computed apart from the others'.
+    # its rows, and greedily, where they would write the same response, it is decoded once. On the CPU
+    # the same numbers (a row's are computed apart from the others'); a GPU's kernels may round
+    # differently with the batch's size, as they do when rows leave it.
     distinct, inverse = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
     ids, mask = distinct.split(input_ids.shape[1], dim=1)
     if greedy and len(distinct) < len(input_ids):
