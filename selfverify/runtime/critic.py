@@ -18,7 +18,7 @@ from transformers import AutoModel
 
 from selfverify.config.schema import ModelSpec
 from selfverify.runtime.models import load_model
-from selfverify.runtime.rollout import Rollout
+from selfverify.runtime.rollout import Rollout, position_ids
 
 HEAD_FILE = "value_head.safetensors"
 
@@ -55,9 +55,9 @@ class ValueModel(torch.nn.Module):
         """Values [B, T] for the response tokens of ``batch``."""
         device = self.head.weight.device
         attention = batch.attention_mask.to(device)
-        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+        positions = position_ids(attention)
         hidden = self.backbone(
-            input_ids=batch.input_ids.to(device), attention_mask=attention, position_ids=position_ids
+            input_ids=batch.input_ids.to(device), attention_mask=attention, position_ids=positions
         ).last_hidden_state
         return self.head(hidden[:, batch.prompt_len - 1 : -1]).squeeze(-1).float().cpu()
 

@@ -93,6 +93,20 @@ def synced_ranks() -> bool:
     return is_deepspeed_zero3_enabled() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each token's position in its left-padded row (padding at 0)."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def distinct_rows(*columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows that repeat (a group's prompt, as ids and mask side by side): the first row of each distinct
+    one, and each row's index into those."""
+    distinct, index = torch.unique(torch.cat(columns, dim=1), dim=0, return_inverse=True)
+    rows = torch.arange(len(index), device=index.device)
+    first = torch.full_like(distinct[:, 0], len(index)).scatter_reduce(0, index, rows, "amin")
+    return first, index
+
+
 def next_logits(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -134,18 +148,18 @@ def decode(
     # its rows, and greedily, where they would write the same response, it is decoded once. On the CPU
     # the same numbers (a row's are computed apart from the others'); a GPU's kernels may round
     # differently with the batch's size, as they do when rows leave it.
-    distinct, inverse = torch.unique(torch.cat([input_ids, attention_mask], 1), dim=0, return_inverse=True)
-    ids, mask = distinct.split(input_ids.shape[1], dim=1)
-    if greedy and len(distinct) < len(input_ids):
+    first, inverse = distinct_rows(input_ids, attention_mask)
+    if greedy and len(first) < len(input_ids):
+        ids, mask = input_ids[first], attention_mask[first]
         return decode(model, ids, mask, stop, pad_id, max_new_tokens, temperature, greedy)[inverse]
     device = input_ids.device
     rows = torch.arange(len(input_ids), device=device)  # the batch rows still decoding
     out = torch.full((len(input_ids), max_new_tokens), pad_id, dtype=torch.long, device=device)
     stop_ids = torch.tensor(list(stop), device=device)
     cache = DynamicCache(config=model.config)
-    logits = next_logits(model, ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), cache)[inverse]
+    positions = position_ids(attention_mask)
+    logits = next_logits(model, input_ids[first], attention_mask[first], positions[first], cache)[inverse]
     cache.batch_select_indices(inverse)
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     width = 0
     for t in range(max_new_tokens):
         if greedy:
@@ -263,25 +277,22 @@ def response_logits(
     device = model.device
     input_ids = batch.input_ids.to(device)
     attention = batch.attention_mask.to(device)
-    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    positions = position_ids(attention)
     p, t = batch.prompt_len, batch.response_mask.shape[1]
     index = None
     if share_prompts:
-        prompts = torch.cat([input_ids[:, :p], attention[:, :p]], dim=1)
-        distinct, index = torch.unique(prompts, dim=0, return_inverse=True)
-        if len(distinct) == len(index):
+        first, index = distinct_rows(input_ids[:, :p], attention[:, :p])
+        if len(first) == len(index):
             index = None  # no prompt repeats: nothing to share
     if index is None:
         logits = model(
-            input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t + 1
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=t + 1
         ).logits[:, :-1]
     else:
-        rows = torch.arange(len(index), device=device)
-        first = torch.full_like(distinct[:, 0], len(index)).scatter_reduce(0, index, rows, "amin")
         prompt = model(
             input_ids=input_ids[first, :p],
             attention_mask=attention[first, :p],
-            position_ids=position_ids[first, :p],
+            position_ids=positions[first, :p],
             use_cache=True,
             logits_to_keep=1,  # the last prompt position predicts the first response token
         )
@@ -290,7 +301,7 @@ def response_logits(
         responses = model(
             input_ids=input_ids[:, p:],
             attention_mask=attention,
-            position_ids=position_ids[:, p:],
+            position_ids=positions[:, p:],
             logits_to_keep=t,
             **{CACHE_ARG: cache},
         ).logits
