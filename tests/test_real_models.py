@@ -18,7 +18,14 @@ from selfverify.loop import main
 from selfverify.runtime.checkpoint import read_state
 from selfverify.runtime.critic import ValueModel
 from selfverify.runtime.models import chat_prompter, load_model, stop_token_ids
-from selfverify.runtime.rollout import encode_pairs, response_logprobs, sample
+from selfverify.runtime.rollout import (
+    Rollout,
+    encode_pairs,
+    logits_by_length,
+    response_logprobs,
+    sample,
+    token_logprobs,
+)
 from selfverify.score import main as score_main
 from selfverify.tasks import TaskSpec
 from selfverify.tasks.worded import WordedArithmeticTask
@@ -99,26 +106,45 @@ def test_logprobs_are_micro_batched_and_equal_a_full_forward(llama_dir: Path) ->
     assert torch.allclose(whole[mask], by_hand[mask], atol=1e-5)
 
 
+def shared_logprobs(model: torch.nn.Module, batch: Rollout, parts: int) -> torch.Tensor:
+    """[B, T] log-probs from ``logits_by_length``'s passes with shared prompts, in the batch's row order."""
+    out = torch.zeros(batch.response_mask.shape)
+    for rows, mb, logits in logits_by_length(model, batch, share_prompts=True, parts=parts):
+        out[rows, : mb.response_mask.shape[1]] = token_logprobs(logits, mb)
+    return out
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_a_group_shares_its_prompts_forward_pass_with_the_same_logprobs_and_gradient(
     llama_dir: Path, qwen_dir: Path, arch: str
 ) -> None:
-    """rl.share_prompts: two groups of 3 samples and one lone prompt, left-padded to each other."""
+    """rl.share_prompts: two groups of 3 samples and one lone prompt, left-padded to each other, in one
+    forward pass and in three passes by response length (a pass whose prompts are all shorter than the
+    longest reads the shared keys and values from its own first column)."""
     model, tok = load_model(ModelSpec(path=str(llama_dir if arch == "llama" else qwen_dir)), seed=0)
     chat = chat_prompter(tok, ModelSpec(system_prompt="Be brief."))
     prompts = [chat("Compute 1 + 2 - 7.")] * 3 + [chat("Hi")] * 3 + [chat("What is 9 - 4?")]
     batch = sample(model, tok, prompts, max_new_tokens=10, seed=0)
+    # A random-init model does not stop: responses of several lengths, so that the passes differ in width
+    # and the shortest pass holds only the shortest prompt.
+    ends = torch.tensor([9, 8, 10, 2, 3, 4, 6])  # the shortest pass: the three "Hi" rows
+    batch.response_mask = (torch.arange(10) < ends[:, None]).float()
     mask = batch.response_mask.bool()
     weights = torch.randn(batch.response_mask.shape, generator=torch.Generator().manual_seed(0))
     results = []
-    for share in (False, True):
+    for logprobs_of in (
+        lambda: response_logprobs(model, batch),
+        lambda: response_logprobs(model, batch, share_prompts=True),
+        lambda: shared_logprobs(model, batch, parts=3),
+    ):
         model.zero_grad()
-        logprobs = response_logprobs(model, batch, share_prompts=share)
+        logprobs = logprobs_of()
         (logprobs * weights * batch.response_mask).sum().backward()
         results.append((logprobs.detach(), torch.cat([q.grad.flatten() for q in model.parameters()])))
-    (plain, plain_grad), (shared, shared_grad) = results
-    torch.testing.assert_close(shared[mask], plain[mask], atol=1e-5, rtol=1e-5)
-    assert (shared_grad - plain_grad).norm() <= 1e-5 * plain_grad.norm()  # float rounding only
+    plain, plain_grad = results[0]
+    for shared, shared_grad in results[1:]:
+        torch.testing.assert_close(shared[mask], plain[mask], atol=1e-5, rtol=1e-5)
+        assert (shared_grad - plain_grad).norm() <= 1e-5 * plain_grad.norm()  # float rounding only
 
 
 def test_command_line_shorthands_select_the_task_and_the_model() -> None:

@@ -148,14 +148,15 @@ class RLConfig:
     mini_batches: int = option(1, "Optimizer steps per pass.")
     micro_batch_size: int = option(
         64,
-        "The most rows per forward and backward pass (gradient accumulation; a policy update also "
-        "runs at least four passes, rows grouped by response length); results don't depend on it.",
+        "The most rows one backward pass holds (gradient accumulation); a policy update runs them in "
+        "at least four forward passes, rows grouped by response length. Results don't depend on it.",
     )
     share_prompts: bool = option(
-        False,
-        "A group's samples share their prompt's forward pass: the same gradient up to float "
-        "rounding, at (P + G·T)/(G·(P + T)) of the tokens. It pays where prompts are long against "
-        "responses (chat templates, the judges' prompts).",
+        True,
+        "A group's samples share their prompt's forward pass: each distinct prompt of a micro-batch "
+        "runs once and its keys and values serve its rows in every length-grouped pass. The same "
+        "gradient up to float rounding, at (P + G·T)/(G·(P + T)) of the tokens; false runs every row "
+        "whole.",
     )
     advantage: str = option(
         "grpo",

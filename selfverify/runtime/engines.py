@@ -66,6 +66,9 @@ class TrainEngine(Protocol):
     module: torch.nn.Module  # the model itself: its config, weights, generation
     model: Any  # what the trainer calls for a forward pass it will differentiate
     scheduler: torch.optim.lr_scheduler.LRScheduler
+    # Every rank must call the model alike, whatever rows it holds: ZeRO-3 over several ranks gathers each
+    # layer's weights from all of them.
+    lockstep: bool
 
     def micro_batches(self, rows: torch.Tensor, size: int) -> list[tuple[torch.Tensor, float]]:
         """This rank's chunks of ``rows`` (at most ``size`` each) with their loss weights (0 for a
@@ -99,6 +102,7 @@ class TorchEngine:
     def __init__(self, module: torch.nn.Module, lr: float, grad_clip: float, **schedule: Any) -> None:
         self.module = self.model = module
         self.grad_clip = grad_clip
+        self.lockstep = False
         self.optimizer, self.scheduler = make_optimizer(module, lr, **schedule)
 
     def micro_batches(self, rows: torch.Tensor, size: int) -> list[tuple[torch.Tensor, float]]:
@@ -164,6 +168,7 @@ class DeepSpeedTrainEngine:
         # Through the engine: its forward keeps ZeRO-3's accumulation count (micro-batches add up).
         self.model = self.engine
         self.stage = train.zero_stage
+        self.lockstep = self.stage == 3 and self.world > 1
 
     def micro_batches(self, rows: torch.Tensor, size: int) -> list[tuple[torch.Tensor, float]]:
         shard = rows.tensor_split(self.world)[self.rank]

@@ -263,50 +263,76 @@ def encode_by_length(
     ]
 
 
-def response_logits(
-    model: torch.nn.Module, batch: Rollout, temperature: float = 1.0, share_prompts: bool = False
-) -> torch.Tensor:
+def response_logits(model: torch.nn.Module, batch: Rollout, temperature: float = 1.0) -> torch.Tensor:
     """Logits [B, T, V] that predict each response token, scaled by the sampling temperature, on the
     model's device (on a GPU, copying the [B, T, V] tensor to the CPU cost more than the update). Only
-    the response block's logits are computed: the prompt's would be [B, P, V] for nothing.
-
-    ``share_prompts``: each distinct prompt of the batch goes through the model once, and its keys and
-    values serve every response to it (a group's G samples), as they do in sampling. The same logits
-    and gradients up to float rounding, for P + G·T tokens a group instead of G·(P + T).
-    """
+    the response block's logits are computed: the prompt's would be [B, P, V] for nothing."""
     device = model.device
-    input_ids = batch.input_ids.to(device)
     attention = batch.attention_mask.to(device)
-    positions = position_ids(attention)
-    p, t = batch.prompt_len, batch.response_mask.shape[1]
-    index = None
+    t = batch.response_mask.shape[1]
+    logits = model(
+        input_ids=batch.input_ids.to(device),
+        attention_mask=attention,
+        position_ids=position_ids(attention),
+        logits_to_keep=t + 1,
+    ).logits[:, :-1]
+    return logits.float() / temperature
+
+
+def logits_by_length(
+    model: torch.nn.Module,
+    batch: Rollout,
+    temperature: float = 1.0,
+    share_prompts: bool = False,
+    parts: int = LENGTH_GROUPS,
+) -> list[tuple[torch.Tensor, Rollout, torch.Tensor]]:
+    """``batch`` in up to ``parts`` forward passes of rows of like response length, each cut to its own
+    longest (:meth:`Rollout.trimmed`): per pass, its rows (indices into ``batch``), their trimmed rollout
+    and their :func:`response_logits`. Rows of 5 and of 35 tokens then do not all cost 35.
+
+    ``share_prompts``: each distinct prompt goes through the model once, before the passes, and its keys
+    and values serve its rows in every pass (a group's G samples), as in sampling: the same logits and
+    gradients up to float rounding, for P + G·T tokens a group instead of G·(P + T).
+    """
+    order = batch.response_mask.sum(-1).argsort(stable=True)
+    groups = [rows for rows in order.chunk(parts) if len(rows)]
     if share_prompts:
-        first, index = distinct_rows(input_ids[:, :p], attention[:, :p])
-        if len(first) == len(index):
-            index = None  # no prompt repeats: nothing to share
-    if index is None:
-        logits = model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=t + 1
-        ).logits[:, :-1]
-    else:
-        prompt = model(
-            input_ids=input_ids[first, :p],
-            attention_mask=attention[first, :p],
-            position_ids=positions[first, :p],
-            use_cache=True,
-            logits_to_keep=1,  # the last prompt position predicts the first response token
-        )
-        cache = prompt[CACHE_ARG]
-        cache.reorder_cache(index)  # each response's row of keys and values; gradients flow back
+        batch = batch.trimmed()
+        p = batch.prompt_len
+        first, index = distinct_rows(batch.input_ids[:, :p], batch.attention_mask[:, :p])
+    if not share_prompts or len(first) == len(index):  # no prompt repeats: nothing to share
+        out = []
+        for rows in groups:
+            mb = batch.select(rows).trimmed()
+            out.append((rows, mb, response_logits(model, mb, temperature)))
+        return out
+    device = model.device
+    attention = batch.attention_mask[first, :p].to(device)
+    prompt = model(
+        input_ids=batch.input_ids[first, :p].to(device),
+        attention_mask=attention,
+        position_ids=position_ids(attention),
+        use_cache=True,
+        logits_to_keep=1,  # the last prompt position predicts the first response token
+    )
+    layers = [(layer.keys, layer.values) for layer in prompt[CACHE_ARG].layers]
+    out = []
+    for rows in groups:
+        mb = batch.select(rows).trimmed()
+        lead, t = p - mb.prompt_len, mb.response_mask.shape[1]  # prompt columns the pass drops; its width
+        rows_prompt = index[rows].to(device)  # each row's distinct prompt: gradients flow back to it
+        cache = DynamicCache([(k[rows_prompt, :, lead:], v[rows_prompt, :, lead:]) for k, v in layers])
+        attention = mb.attention_mask.to(device)
         responses = model(
-            input_ids=input_ids[:, p:],
+            input_ids=mb.responses.to(device),
             attention_mask=attention,
-            position_ids=positions[:, p:],
+            position_ids=position_ids(attention)[:, mb.prompt_len :],
             logits_to_keep=t,
             **{CACHE_ARG: cache},
         ).logits
-        logits = torch.cat([prompt.logits[index], responses[:, :-1]], dim=1)
-    return logits.float() / temperature
+        logits = torch.cat([prompt.logits[rows_prompt], responses[:, :-1]], dim=1)
+        out.append((rows, mb, logits.float() / temperature))
+    return out
 
 
 def token_logprobs(logits: torch.Tensor, batch: Rollout) -> torch.Tensor:
@@ -323,15 +349,18 @@ def response_logprobs(
 ) -> torch.Tensor:
     """Log-probs [B, T] of the response tokens. Under ``torch.no_grad`` pass ``micro_batch_size``: rows
     are then run that many at a time, so a large vocabulary's [B, T, V] logits never exist at once.
-    ``share_prompts``: as in :func:`response_logits`."""
+    ``share_prompts``: as in :func:`logits_by_length`."""
     rows = len(batch.texts)
     size = micro_batch_size or rows
-    return torch.cat(
-        [
-            token_logprobs(response_logits(model, part, temperature, share_prompts), part)
-            for part in (batch.select(slice(i, i + size)) for i in range(0, rows, size))
-        ]
-    )
+    out = torch.zeros(batch.response_mask.shape)
+    for i in range(0, rows, size):
+        part = batch.select(slice(i, i + size))
+        if not share_prompts:
+            out[i : i + size] = token_logprobs(response_logits(model, part, temperature), part)
+            continue
+        for group, mb, logits in logits_by_length(model, part, temperature, share_prompts, parts=1):
+            out[i + group, : mb.response_mask.shape[1]] = token_logprobs(logits, mb)
+    return out
 
 
 def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:

@@ -27,7 +27,7 @@ from selfverify.runtime.engines import TrainEngine
 from selfverify.runtime.rollout import (
     LENGTH_GROUPS,
     Rollout,
-    response_logits,
+    logits_by_length,
     response_logprobs,
     token_logprobs,
 )
@@ -68,10 +68,10 @@ def _token_counts(mask: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
 
 
-def micro_batch_terms(
-    model: torch.nn.Module,
+def pass_terms(
     mb: Rollout,
     rows: torch.Tensor,
+    logits: torch.Tensor,
     *,
     old_logprobs: torch.Tensor | None,
     advantages: torch.Tensor,
@@ -81,14 +81,13 @@ def micro_batch_terms(
     counts: dict[str, torch.Tensor],
     pos_counts: dict[str, torch.Tensor],
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The loss terms of one micro-batch and its diagnostics: ``mb`` is the trimmed rollout of the
-    batch's ``rows``; ``counts`` (``pos_counts``: correct responses only) are its mini-batch's."""
+    """The loss terms of one forward pass and its diagnostics: ``mb`` is the trimmed rollout of the
+    batch's ``rows``, ``logits`` its response logits; ``counts`` (``pos_counts``: correct responses only)
+    are its mini-batch's."""
     cols = slice(0, mb.response_mask.shape[1])  # the token tensors' columns mb keeps
     # Dr.GRPO's constant normaliser: the generation budget.
     agg = {"agg_mode": cfg.agg_mode, "norm_constant": float(cfg.max_new_tokens)}
-    with record_function("update/forward"):
-        logits = response_logits(model, mb, cfg.temperature, cfg.share_prompts)
-        logprob = token_logprobs(logits, mb)
+    logprob = token_logprobs(logits, mb)
     pg_loss, stats = get_policy_loss(cfg.policy_loss)(
         logprob,
         logprob.detach() if old_logprobs is None else old_logprobs[rows, cols],
@@ -151,40 +150,51 @@ def policy_update(
     losses: dict[str, float] = defaultdict(float)  # summed over micro-batches, averaged over steps
     means: dict[str, float] = defaultdict(float)  # token-weighted means
     weight, grad_norms = 0.0, []
+    # In lockstep whether a rank's rows share a prompt must not change the passes it runs.
+    share = cfg.share_prompts and not engine.lockstep
     for _ in range(cfg.epochs):
         order = torch.randperm(n, generator=gen) if cfg.mini_batches > 1 else torch.arange(n)
         for mini in order.chunk(cfg.mini_batches):
             # share_prompts: a group's rows side by side, so micro-batches share their prompts; else rows
             # of like length together, each micro-batch cut to its own longest (Rollout.trimmed).
-            mini = mini.sort().values if cfg.share_prompts else mini[lengths[mini].argsort(stable=True)]
+            mini = mini.sort().values if share else mini[lengths[mini].argsort(stable=True)]
             mask = batch.response_mask[mini]
             counts = _token_counts(mask)
             with_pos = positive is not None and cfg.pos_lm_coef > 0
             pos_counts = _token_counts(mask * positive[mini, None].float()) if with_pos else {}
-            size = min(cfg.micro_batch_size, -(-len(mini) // LENGTH_GROUPS))
-            micros = engine.micro_batches(mini, size)
+            # At least LENGTH_GROUPS forward passes a mini-batch, one backward a micro-batch. Shared prompts
+            # serve all the passes of their micro-batch; without them a micro-batch is one pass.
+            size = cfg.micro_batch_size if share else -(-len(mini) // LENGTH_GROUPS)
+            micros = engine.micro_batches(mini, min(cfg.micro_batch_size, size))
+            parts = -(-LENGTH_GROUPS // len(micros)) if share else 1
             for i, (micro, scale) in enumerate(micros):
-                mb = batch.select(micro).trimmed()
-                terms, stats = micro_batch_terms(
-                    engine.model,
-                    mb,
-                    micro,
-                    old_logprobs=old_logprobs,
-                    advantages=advantages,
-                    ref_logprobs=ref_logprobs,
-                    positive=positive,
-                    cfg=cfg,
-                    counts=counts,
-                    pos_counts=pos_counts,
-                )
+                with record_function("update/forward"):
+                    passes = logits_by_length(
+                        engine.model, batch.select(micro), cfg.temperature, share, parts
+                    )
+                loss = 0.0
+                for group, mb, logits in passes:
+                    terms, stats = pass_terms(
+                        mb,
+                        micro[group],
+                        logits,
+                        old_logprobs=old_logprobs,
+                        advantages=advantages,
+                        ref_logprobs=ref_logprobs,
+                        positive=positive,
+                        cfg=cfg,
+                        counts=counts,
+                        pos_counts=pos_counts,
+                    )
+                    loss = loss + sum(terms.values())
+                    w = mb.response_mask.sum().item() * scale
+                    for k, v in terms.items():
+                        losses[k] += v.item() * scale
+                    for k, v in stats.items():
+                        means[k] += float(v) * w
+                    weight += w
                 with record_function("update/backward"):
-                    engine.backward(sum(terms.values()) * scale, last=i == len(micros) - 1)
-                w = mb.response_mask.sum().item() * scale
-                for k, v in terms.items():
-                    losses[k] += v.item() * scale
-                for k, v in stats.items():
-                    means[k] += float(v) * w
-                weight += w
+                    engine.backward(loss * scale, last=i == len(micros) - 1)
             with record_function("update/optimizer"):
                 grad_norms.append(engine.step())
     lr = engine.scheduler.get_last_lr()[0]  # the rate this step used, logged before the schedule moves
