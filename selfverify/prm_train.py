@@ -287,26 +287,25 @@ def build_backbone(args: argparse.Namespace) -> tuple[Any, Any]:
     return base_model(build_model(spec, tokenizer, args.seed)), tokenizer
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0, or 2 on bad arguments or no training data)."""
-    args = build_parser().parse_args(argv)
-    problems = [
+class UsageError(ValueError):
+    """Bad arguments or missing data: the CLI prints the message and exits with 2."""
+
+
+def training_data(args: argparse.Namespace) -> tuple[list[StepRecord], list[StepRecord]]:
+    """The training records (``--data`` files, then ``--embedded`` problems) and the threshold's dev
+    records (``--threshold-dev``), once the arguments are checked."""
+    for failed, message in (
         (args.steps < 1, "--steps must be at least 1"),
         (args.batch_size < 1, "--batch-size must be at least 1"),
         (not 0.0 <= args.correct_fraction <= 1.0, "--correct-fraction must be in [0, 1]"),
         (args.embedded < 0 or args.heldout_exclude < 0, "--embedded and --heldout-exclude must be >= 0"),
-    ]
-    for failed, message in problems:
+    ):
         if failed:
-            print(f"error: {message}", file=sys.stderr)
-            return 2
-    if args.threads:
-        torch.set_num_threads(args.threads)
+            raise UsageError(message)
     records: list[StepRecord] = []
     for path in args.data:
         if not path.is_file():
-            print(f"error: no such data file: {path}", file=sys.stderr)
-            return 2
+            raise UsageError(f"no such data file: {path}")
         records.extend(load_processbench(path))
     if args.embedded > 0:
         spec = TaskSpec()
@@ -314,15 +313,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = train_problems(spec, args.embedded, seed=args.seed, tag="prm", exclude=exclude)
         records.extend(embedded_records(problems, args.seed, args.correct_fraction))
     if not records:
-        print("error: no training data: give --embedded N and/or --data FILE", file=sys.stderr)
-        return 2
-    dev: list[StepRecord] = []
-    if args.threshold_dev is not None:
-        if not args.threshold_dev.is_file():
-            print(f"error: no such dev file: {args.threshold_dev}", file=sys.stderr)
-            return 2
-        dev = load_processbench(args.threshold_dev)
+        raise UsageError("no training data: give --embedded N and/or --data FILE")
+    if args.threshold_dev is None:
+        return records, []
+    if not args.threshold_dev.is_file():
+        raise UsageError(f"no such dev file: {args.threshold_dev}")
+    return records, load_processbench(args.threshold_dev)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0, or 2 on bad arguments or no training data)."""
+    args = build_parser().parse_args(argv)
+    try:
+        records, dev = training_data(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
     backbone, tokenizer = build_backbone(args)
     verifier = PRMVerifier(PRMModel(backbone), tokenizer, max_length=args.max_length, device=args.device)
     n_err = sum(r.label != -1 for r in records)
@@ -340,7 +348,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
     )
     train_seconds = time.perf_counter() - start
+    report = training_report(args, verifier, records, dev, losses, train_seconds)
+    verifier.save_pretrained(args.out, extra={"training": report})
+    print(f"trained in {train_seconds:.1f} s; final loss {report['final_loss']:.4f}")
+    print(f"threshold {verifier.threshold:.4f} ({report['threshold_source']})")
+    for name in ("dev", "train_sample"):
+        if name in report:
+            m = report[name]
+            print(f"{name}: acc_err {m['acc_err']}  acc_corr {m['acc_corr']}  F1 {m['f1']}")
+    print(f"wrote {args.out}")
+    return 0
 
+
+def training_report(
+    args: argparse.Namespace,
+    verifier: PRMVerifier,
+    records: list[StepRecord],
+    dev: list[StepRecord],
+    losses: list[float],
+    train_seconds: float,
+) -> dict[str, Any]:
+    """Set the verifier's threshold (``--threshold``, else the best F1 on ``dev``, else its default) and
+    describe the training run: what ``training`` holds in the saved verifier's config."""
     report: dict[str, Any] = {"threshold_source": "default"}
     if args.threshold is not None:
         verifier.threshold, report["threshold_source"] = args.threshold, "--threshold"
@@ -352,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tail = losses[-20:]
     report.update(
         records=len(records),
-        records_with_error=n_err,
+        records_with_error=sum(r.label != -1 for r in records),
         steps=args.steps,
         final_loss=sum(tail) / len(tail),
         # The mean loss of every 100 steps: whether and when the error-locating circuit formed.
@@ -362,15 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_seconds=round(train_seconds, 1),
         args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
     )
-    verifier.save_pretrained(args.out, extra={"training": report})
-    print(f"trained in {train_seconds:.1f} s; final loss {report['final_loss']:.4f}")
-    print(f"threshold {verifier.threshold:.4f} ({report['threshold_source']})")
-    for name in ("dev", "train_sample"):
-        if name in report:
-            m = report[name]
-            print(f"{name}: acc_err {m['acc_err']}  acc_corr {m['acc_corr']}  F1 {m['f1']}")
-    print(f"wrote {args.out}")
-    return 0
+    return report
 
 
 if __name__ == "__main__":

@@ -19,12 +19,9 @@ from selfverify.runtime.checkpoint import read_state
 from selfverify.runtime.critic import ValueModel
 from selfverify.runtime.models import chat_prompter, load_model, stop_token_ids
 from selfverify.runtime.rollout import (
-    Rollout,
     encode_pairs,
-    logits_by_length,
     response_logprobs,
     sample,
-    token_logprobs,
 )
 from selfverify.score import main as score_main
 from selfverify.tasks import TaskSpec
@@ -106,14 +103,6 @@ def test_logprobs_are_micro_batched_and_equal_a_full_forward(llama_dir: Path) ->
     assert torch.allclose(whole[mask], by_hand[mask], atol=1e-5)
 
 
-def shared_logprobs(model: torch.nn.Module, batch: Rollout, parts: int) -> torch.Tensor:
-    """[B, T] log-probs from ``logits_by_length``'s passes with shared prompts, in the batch's row order."""
-    out = torch.zeros(batch.response_mask.shape)
-    for rows, mb, logits in logits_by_length(model, batch, share_prompts=True, parts=parts):
-        out[rows, : mb.response_mask.shape[1]] = token_logprobs(logits, mb)
-    return out
-
-
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_a_group_shares_its_prompts_forward_pass_with_the_same_logprobs_and_gradient(
     llama_dir: Path, qwen_dir: Path, arch: str
@@ -135,7 +124,7 @@ def test_a_group_shares_its_prompts_forward_pass_with_the_same_logprobs_and_grad
     for logprobs_of in (
         lambda: response_logprobs(model, batch),
         lambda: response_logprobs(model, batch, share_prompts=True),
-        lambda: shared_logprobs(model, batch, parts=3),
+        lambda: response_logprobs(model, batch, share_prompts=True, parts=3),
     ):
         model.zero_grad()
         logprobs = logprobs_of()

@@ -217,56 +217,15 @@ def rl_step(
     tokenizer's pad token (batches of refill rounds are padded together)."""
     b = collect(worker, pad_id, cfg, source, reward_fn, seed)
     rollout, mask = b.rollout, b.rollout.response_mask
-    scores, steps = b.rewards.clone(), b.steps
-    if cfg.overlong_buffer > 0:  # DAPO soft overlong punishment (with step rewards: on the last step)
-        penalty = overlong_penalty(rollout.lengths, cfg.max_new_tokens, cfg.overlong_buffer)
-        scores = scores + penalty
-        if steps is not None:
-            rows = torch.arange(len(penalty))
-            last = (steps.mask.sum(-1).long() - 1).clamp(min=0)
-            shaped = steps.rewards.clone()
-            shaped[rows, last] += penalty
-            steps = steps._replace(rewards=shaped)
+    scores, steps = shaped_rewards(cfg, b)
     with record_function("rl_step/logprobs"):  # pi_old, the reference's, the critic's values
         old_lp, ref_lp, values = worker.rollout_stats(rollout, cfg)
     kl_reward = None
     if ref_lp is not None and cfg.kl_in_reward:
         kl_reward = -cfg.kl_coef * kl_penalty(old_lp, ref_lp, cfg.kl_kind) * mask
-
-    metrics: dict[str, float] = {}
-    returns = None
-    # Process rewards (docs/guides/architecture.md, 'Rewards'): each step's reward on its last token for
-    # the token-level estimators, GRPO with process supervision in place of any group estimator.
-    if cfg.advantage == "gae":
-        token_rewards = task_token_rewards(scores, steps, mask) + (
-            kl_reward if kl_reward is not None else 0.0
-        )
-        lam = (
-            length_adaptive_lambda(rollout.lengths, cfg.length_adaptive_alpha)
-            if cfg.length_adaptive_alpha
-            else cfg.lam
-        )
-        advantages, _ = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=lam)
-        _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam_critic)
-        metrics["value_explained_variance"] = float(explained_variance(values, returns, mask))
-    elif cfg.advantage == "reinforce_plus_plus":
-        token_rewards = task_token_rewards(scores, steps, mask) + (
-            kl_reward if kl_reward is not None else 0.0
-        )
-        advantages, _ = get_advantage_estimator("reinforce_plus_plus")(token_rewards, mask, gamma=cfg.gamma)
-    elif steps is not None:
-        advantages, _ = get_advantage_estimator("grpo_process")(
-            steps.rewards, steps.end, steps.mask, response_mask=mask, group_ids=b.group_ids
-        )
-    else:
-        seq_scores = scores + (masked_sum(kl_reward, mask, dim=-1) if kl_reward is not None else 0.0)
-        extra = {}
-        if cfg.advantage == "remax":
-            extra["baseline_scores"] = greedy_baseline(worker, cfg, b, reward_fn)
-        advantages, _ = get_advantage_estimator(cfg.advantage)(
-            scores=seq_scores, response_mask=mask, group_ids=b.group_ids, **extra
-        )
-
+    advantages, returns, metrics = estimate_advantages(
+        worker, cfg, b, scores, steps, values, kl_reward, reward_fn
+    )
     train_batch = rollout
     if cfg.overlong_filter:
         train_batch = dataclasses.replace(
@@ -293,6 +252,73 @@ def rl_step(
         "response_length": rollout.lengths.mean().item(),
         "truncation_rate": rollout.truncated.float().mean().item(),
     }
+
+
+def shaped_rewards(cfg: RLConfig, b: Collected) -> tuple[torch.Tensor, StepRewards | None]:
+    """The batch's sequence rewards and step rewards after DAPO's soft overlong punishment (with step
+    rewards: on the last step), when ``rl.overlong_buffer`` asks for it."""
+    scores, steps = b.rewards.clone(), b.steps
+    if cfg.overlong_buffer > 0:
+        penalty = overlong_penalty(b.rollout.lengths, cfg.max_new_tokens, cfg.overlong_buffer)
+        scores = scores + penalty
+        if steps is not None:
+            rows = torch.arange(len(penalty))
+            last = (steps.mask.sum(-1).long() - 1).clamp(min=0)
+            shaped = steps.rewards.clone()
+            shaped[rows, last] += penalty
+            steps = steps._replace(rewards=shaped)
+    return scores, steps
+
+
+def estimate_advantages(
+    worker: LMWorker,
+    cfg: RLConfig,
+    b: Collected,
+    scores: torch.Tensor,
+    steps: StepRewards | None,
+    values: torch.Tensor | None,
+    kl_reward: torch.Tensor | None,
+    reward_fn: RewardFn,
+) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+    """Advantages [B, T] by ``rl.advantage``, the critic's returns (GAE) and its diagnostics.
+
+    Process rewards (docs/guides/architecture.md, 'Rewards'): each step's reward on its last token for
+    the token-level estimators, GRPO with process supervision in place of any group estimator."""
+    mask = b.rollout.response_mask
+    if cfg.advantage in ("gae", "reinforce_plus_plus"):
+        token_rewards = task_token_rewards(scores, steps, mask) + (
+            kl_reward if kl_reward is not None else 0.0
+        )
+        if cfg.advantage == "reinforce_plus_plus":
+            advantages, _ = get_advantage_estimator("reinforce_plus_plus")(
+                token_rewards, mask, gamma=cfg.gamma
+            )
+            return advantages, None, {}
+        lam = (
+            length_adaptive_lambda(b.rollout.lengths, cfg.length_adaptive_alpha)
+            if cfg.length_adaptive_alpha
+            else cfg.lam
+        )
+        advantages, _ = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=lam)
+        _, returns = gae_advantages(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam_critic)
+        return (
+            advantages,
+            returns,
+            {"value_explained_variance": float(explained_variance(values, returns, mask))},
+        )
+    if steps is not None:
+        advantages, _ = get_advantage_estimator("grpo_process")(
+            steps.rewards, steps.end, steps.mask, response_mask=mask, group_ids=b.group_ids
+        )
+        return advantages, None, {}
+    seq_scores = scores + (masked_sum(kl_reward, mask, dim=-1) if kl_reward is not None else 0.0)
+    extra = (
+        {"baseline_scores": greedy_baseline(worker, cfg, b, reward_fn)} if cfg.advantage == "remax" else {}
+    )
+    advantages, _ = get_advantage_estimator(cfg.advantage)(
+        scores=seq_scores, response_mask=mask, group_ids=b.group_ids, **extra
+    )
+    return advantages, None, {}
 
 
 def greedy_baseline(worker: LMWorker, cfg: RLConfig, b: Collected, reward_fn: RewardFn) -> torch.Tensor:

@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
-from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM, PreTrainedTokenizerBase
-from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
+from transformers import DynamicCache, LlamaForCausalLM, PreTrainedTokenizerBase
 
 from selfverify.algos import logprobs_from_logits
 from selfverify.runtime.models import stop_token_ids
@@ -85,12 +83,6 @@ def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str]) -> di
     return tokenizer(
         prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
     )
-
-
-def synced_ranks() -> bool:
-    """Whether every rank must run each decoding forward pass together (ZeRO-3 shards the weights over
-    ranks, so a rank that stopped early would leave the others waiting for its shard)."""
-    return is_deepspeed_zero3_enabled() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -196,8 +188,10 @@ def sample(
     greedy: bool = False,
     seed: int | None = None,
 ) -> Rollout:
-    """Sample one response per prompt (repeat a prompt G times for a group): :func:`decode`, or, where
-    ZeRO-3 ranks must step together, ``model.generate`` (which keeps them in step)."""
+    """Sample one response per prompt (repeat a prompt G times for a group) with :func:`decode`. Every
+    data-parallel rank samples the whole batch from the same random state, so under ZeRO-3, whose
+    forward passes gather each layer's weights from all ranks, the ranks run the same passes and stop
+    together."""
     enc = encode_prompts(tokenizer, prompts)
     ids, attention = enc["input_ids"].to(model.device), enc["attention_mask"].to(model.device)
     stop = stop_token_ids(model, tokenizer)
@@ -205,19 +199,9 @@ def sample(
         torch.manual_seed(seed)
     was_training = model.training
     model.eval()
-    if synced_ranks():
-        # The full distribution: top_k=None would fall back to transformers' default of 50.
-        sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-        gen = GenerationConfig(
-            max_new_tokens=max_new_tokens, eos_token_id=stop, pad_token_id=tokenizer.pad_token_id, **sampling
-        )
-        responses = model.generate(input_ids=ids, attention_mask=attention, generation_config=gen)[
-            :, ids.shape[1] :
-        ]
-    else:
-        responses = decode(
-            model, ids, attention, stop, tokenizer.pad_token_id, max_new_tokens, temperature, greedy
-        )
+    responses = decode(
+        model, ids, attention, stop, tokenizer.pad_token_id, max_new_tokens, temperature, greedy
+    )
     model.train(was_training)
     responses = responses.cpu()
     out = torch.cat([enc["input_ids"], responses], dim=1)
@@ -346,10 +330,11 @@ def response_logprobs(
     temperature: float = 1.0,
     micro_batch_size: int | None = None,
     share_prompts: bool = False,
+    parts: int = 1,
 ) -> torch.Tensor:
     """Log-probs [B, T] of the response tokens. Under ``torch.no_grad`` pass ``micro_batch_size``: rows
     are then run that many at a time, so a large vocabulary's [B, T, V] logits never exist at once.
-    ``share_prompts``: as in :func:`logits_by_length`."""
+    ``share_prompts``: as in :func:`logits_by_length`, each micro-batch in ``parts`` passes by length."""
     rows = len(batch.texts)
     size = micro_batch_size or rows
     out = torch.zeros(batch.response_mask.shape)
@@ -358,7 +343,7 @@ def response_logprobs(
         if not share_prompts:
             out[i : i + size] = token_logprobs(response_logits(model, part, temperature), part)
             continue
-        for group, mb, logits in logits_by_length(model, part, temperature, share_prompts, parts=1):
+        for group, mb, logits in logits_by_length(model, part, temperature, share_prompts, parts):
             out[i + group, : mb.response_mask.shape[1]] = token_logprobs(logits, mb)
     return out
 

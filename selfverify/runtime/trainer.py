@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 from torch.profiler import record_function
@@ -122,6 +123,41 @@ def pass_terms(
     return terms, stats
 
 
+@dataclass
+class _Tally:
+    """An update's figures: losses summed over micro-batches (and ranks), diagnostics token-weighted."""
+
+    losses: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    means: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    weight: float = 0.0
+    grad_norms: list[float] = field(default_factory=list)
+
+    def add(
+        self, terms: dict[str, torch.Tensor], stats: dict[str, torch.Tensor], tokens: float, scale: float
+    ) -> None:
+        """One forward pass's terms (the loss parts) and stats over its ``tokens``, a micro-batch part
+        weighted ``scale`` (0: a rank's stand-in)."""
+        w = tokens * scale
+        for k, v in terms.items():
+            self.losses[k] += v.item() * scale
+        for k, v in stats.items():
+            self.means[k] += float(v) * w
+        self.weight += w
+
+    def figures(self, engine: TrainEngine, lr: float) -> dict[str, float]:
+        """Losses per optimizer step, diagnostics as token means over the ranks."""
+        steps = len(self.grad_norms)
+        summed = engine.reduce(
+            {**self.losses, **{f"mean/{k}": v for k, v in self.means.items()}, "weight": self.weight}
+        )
+        return {
+            **{k: summed[k] / steps for k in self.losses},
+            **{k: summed[f"mean/{k}"] / max(summed["weight"], 1.0) for k in self.means},
+            "grad_norm": sum(self.grad_norms) / steps,
+            "lr": lr,
+        }
+
+
 def policy_update(
     engine: TrainEngine,
     batch: Rollout,
@@ -146,10 +182,14 @@ def policy_update(
         # Past the first optimizer step the policy has moved: its own log-probs are no longer π_old.
         raise ValueError("old_logprobs are needed with more than one optimizer step per batch")
     n, lengths = len(batch.texts), batch.response_mask.sum(-1)
+    inputs = {
+        "old_logprobs": old_logprobs,
+        "advantages": advantages,
+        "ref_logprobs": ref_logprobs,
+        "positive": positive,
+    }
     gen = torch.Generator().manual_seed(seed)
-    losses: dict[str, float] = defaultdict(float)  # summed over micro-batches, averaged over steps
-    means: dict[str, float] = defaultdict(float)  # token-weighted means
-    weight, grad_norms = 0.0, []
+    tally = _Tally()
     # In lockstep whether a rank's rows share a prompt must not change the passes it runs.
     share = cfg.share_prompts and not engine.lockstep
     for _ in range(cfg.epochs):
@@ -164,9 +204,12 @@ def policy_update(
             pos_counts = _token_counts(mask * positive[mini, None].float()) if with_pos else {}
             # At least LENGTH_GROUPS forward passes a mini-batch, one backward a micro-batch. Shared prompts
             # serve all the passes of their micro-batch; without them a micro-batch is one pass.
-            size = cfg.micro_batch_size if share else -(-len(mini) // LENGTH_GROUPS)
-            micros = engine.micro_batches(mini, min(cfg.micro_batch_size, size))
-            parts = -(-LENGTH_GROUPS // len(micros)) if share else 1
+            if share:
+                micros = engine.micro_batches(mini, cfg.micro_batch_size)
+                parts = -(-LENGTH_GROUPS // len(micros))
+            else:
+                size = min(cfg.micro_batch_size, -(-len(mini) // LENGTH_GROUPS))
+                micros, parts = engine.micro_batches(mini, size), 1
             for i, (micro, scale) in enumerate(micros):
                 with record_function("update/forward"):
                     passes = logits_by_length(
@@ -178,35 +221,20 @@ def policy_update(
                         mb,
                         micro[group],
                         logits,
-                        old_logprobs=old_logprobs,
-                        advantages=advantages,
-                        ref_logprobs=ref_logprobs,
-                        positive=positive,
+                        **inputs,
                         cfg=cfg,
                         counts=counts,
                         pos_counts=pos_counts,
                     )
                     loss = loss + sum(terms.values())
-                    w = mb.response_mask.sum().item() * scale
-                    for k, v in terms.items():
-                        losses[k] += v.item() * scale
-                    for k, v in stats.items():
-                        means[k] += float(v) * w
-                    weight += w
+                    tally.add(terms, stats, mb.response_mask.sum().item(), scale)
                 with record_function("update/backward"):
                     engine.backward(loss * scale, last=i == len(micros) - 1)
             with record_function("update/optimizer"):
-                grad_norms.append(engine.step())
+                tally.grad_norms.append(engine.step())
     lr = engine.scheduler.get_last_lr()[0]  # the rate this step used, logged before the schedule moves
     engine.scheduler.step()
-    steps = len(grad_norms)
-    summed = engine.reduce({**losses, **{f"mean/{k}": v for k, v in means.items()}, "weight": weight})
-    return {
-        **{k: summed[k] / steps for k in losses},
-        **{k: summed[f"mean/{k}"] / max(summed["weight"], 1.0) for k in means},
-        "grad_norm": sum(grad_norms) / steps,
-        "lr": lr,
-    }
+    return tally.figures(engine, lr)
 
 
 def value_update(
