@@ -18,11 +18,7 @@ from selfverify.loop import main
 from selfverify.runtime.checkpoint import read_state
 from selfverify.runtime.critic import ValueModel
 from selfverify.runtime.models import chat_prompter, load_model, stop_token_ids
-from selfverify.runtime.rollout import (
-    encode_pairs,
-    response_logprobs,
-    sample,
-)
+from selfverify.runtime.rollout import encode_pairs, response_logprobs, sample
 from selfverify.score import main as score_main
 from selfverify.tasks import TaskSpec
 from selfverify.tasks.worded import WordedArithmeticTask
