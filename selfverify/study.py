@@ -17,8 +17,9 @@ the cold start (objectives, RL knobs, the outcome, process and mix reward modes)
 keeps its own cold start (its demonstrations differ). The wall column leaves shared cold starts out.
 
 ``--jobs N`` runs N loops at a time, each in a process of its own with its output in
-``OUT/runs/<run>.log``: the cold starts and the runs that need none first, then the runs that start
-from one. On two cores, ``--jobs 2`` with ``threads=1`` gives each run a core of its own.
+``OUT/runs/<run>.log``, in plan order (cold starts first): a run that starts from a shared cold start
+starts once that cold start has finished, beside the cold starts still running. On two cores,
+``--jobs 2`` with ``threads=1`` gives each run a core of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import json
 import math
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,7 +266,7 @@ def plot_study(results: list[ArmResult], path: Path) -> None:
 class PlannedRun:
     run_dir: Path
     overrides: list[str]
-    after_cold_start: bool = False  # starts from its seed's shared cold start (init_from)
+    cold_start: Path | None = None  # the run directory of the shared cold start it starts from
 
 
 def plan_runs(
@@ -283,7 +284,7 @@ def plan_runs(
         cfg = load_config(config, [*overrides, *arm_overrides])
         dirs = []
         for seed in seeds:
-            shared = []
+            shared, cold_dir = [], None
             if share_cold_start and cfg.reward.mode != "self_verify":  # its demonstrations differ
                 loop = cfg.pipeline == "selfverify"
                 cold_dir = runs / f"{'loop-' if loop else ''}cold-start-seed{seed}"
@@ -293,16 +294,24 @@ def plan_runs(
                 )
                 shared = [f"init_from={cold_dir / 'checkpoints' / ('latest' if loop else 'cold_start')}"]
             run_overrides = [*overrides, *arm_overrides, *shared, f"seed={seed}"]
-            run = PlannedRun(runs / f"{name}-seed{seed}", run_overrides, after_cold_start=bool(shared))
+            run = PlannedRun(runs / f"{name}-seed{seed}", run_overrides, cold_start=cold_dir)
             arm_runs.append(run)
             dirs.append(run.run_dir)
         arm_dirs.append(dirs)
     return [*cold.values(), *arm_runs], arm_dirs
 
 
+def startable(waiting: list[PlannedRun], running: list[PlannedRun], free: int) -> list[PlannedRun]:
+    """The first ``free`` waiting runs, in plan order, whose shared cold start is neither waiting nor
+    running (finished before this study, or by it)."""
+    unfinished = {r.run_dir for r in [*waiting, *running]}
+    return [r for r in waiting if r.cold_start not in unfinished][:free]
+
+
 def execute(batch: list[PlannedRun], flags: list[str], jobs: int, progress: bool) -> int:
-    """Run ``batch``: one after another in this process, or ``jobs`` loop processes at a time, each
-    writing its output to ``<run-dir>.log``. The first failure's exit code, after the runs under way
+    """Run ``batch`` (in plan order: cold starts first): one after another in this process, or ``jobs``
+    loop processes at a time, each writing its output to ``<run-dir>.log`` and each starting as soon as a
+    slot is free and its cold start has finished. The first failure's exit code, after the runs under way
     end (a rerun of the study resumes them)."""
     if jobs == 1:
         for run in batch:
@@ -312,14 +321,19 @@ def execute(batch: list[PlannedRun], flags: list[str], jobs: int, progress: bool
                 return code
         return 0
 
-    with ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(run_in_subprocess, run, flags) for run in batch]
-        codes = (f.result() for f in as_completed(futures))
-        first_failure = next(
-            (c for c in tqdm(codes, total=len(batch), desc="runs", disable=not progress) if c), 0
-        )
-        pool.shutdown(cancel_futures=True)  # after a failure nothing new starts; the runs under way end
-    return first_failure
+    waiting, running = list(batch), dict[Future, PlannedRun]()
+    failure = 0
+    with ThreadPoolExecutor(jobs) as pool, tqdm(total=len(batch), desc="runs", disable=not progress) as bar:
+        while running or (waiting and not failure):  # after a failure nothing new starts
+            for run in startable(waiting, list(running.values()), jobs - len(running)):
+                waiting.remove(run)
+                running[pool.submit(run_in_subprocess, run, flags)] = run
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                del running[future]
+                failure = failure or future.result()
+                bar.update()
+    return failure
 
 
 def run_in_subprocess(run: PlannedRun, flags: list[str]) -> int:
@@ -383,10 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"error: {err}") from None
     todo = [r for r in planned if not (r.run_dir / "summary.json").exists()]
     flags = ["--config", args.config] if args.config else []
-    # Cold starts, and runs that need none of them, first; then the runs that start from one.
-    for batch in ([r for r in todo if not r.after_cold_start], [r for r in todo if r.after_cold_start]):
-        if code := execute(batch, flags, args.jobs, progress=not args.no_progress):
-            return code
+    if code := execute(todo, flags, args.jobs, progress=not args.no_progress):
+        return code
     results = [
         collect_arm(name, dirs, args.threshold) for (name, _), dirs in zip(arms, arm_dirs, strict=True)
     ]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from selfverify.study import behaviour, main, mean_ci, paired_difference, steps_to
+from selfverify.study import behaviour, main, mean_ci, paired_difference, plan_runs, startable, steps_to
 
 
 def test_mean_ci_hand_case():
@@ -84,6 +84,25 @@ def test_study_shares_one_cold_start_per_seed(tmp_path, tiny_overrides):
         assert summary["cold_start_accuracy"] == cold
     for arm in json.loads((out / "results.json").read_text()):  # curves start from the shared cold start
         assert all(steps[0] == 0 and acc[0] == cold for steps, acc in arm["curves"])
+
+
+def test_a_run_starts_once_its_own_cold_start_has_finished(tmp_path):
+    arms = [("outcome", ["reward.mode=outcome"]), ("mix", ["reward.mode=mix"])]
+    planned, _ = plan_runs(arms, [0, 1, 2], tmp_path, None, [], share_cold_start=True)
+    names = [r.run_dir.name for r in planned]
+    assert names[:3] == [f"loop-cold-start-seed{s}" for s in range(3)]  # cold starts first
+    cold = planned[:3]
+    # Seed 0's cold start has finished, seeds 1 and 2's run: seed 0's arms may start beside them.
+    waiting = planned[3:]
+    assert [r.run_dir.name for r in startable(waiting, cold[1:], 2)] == ["outcome-seed0", "mix-seed0"]
+    assert [r.run_dir.name for r in startable(waiting, cold[1:], 1)] == ["outcome-seed0"]
+    # A waiting cold start goes first and holds back its own seed's arms only.
+    waiting = [cold[2], *planned[3:]]
+    assert [r.run_dir.name for r in startable(waiting, cold[1:2], 3)] == [
+        "loop-cold-start-seed2",
+        "outcome-seed0",
+        "mix-seed0",
+    ]
 
 
 def test_study_jobs_run_in_parallel_processes_to_the_same_metrics(tmp_path, tiny_overrides, capsys):
