@@ -29,6 +29,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -337,15 +338,23 @@ def execute(batch: list[PlannedRun], flags: list[str], jobs: int, progress: bool
 
 
 def run_in_subprocess(run: PlannedRun, flags: list[str]) -> int:
-    """One loop run in a process of its own, its output in ``<run-dir>.log``."""
+    """One loop run in a process of its own, its output appended to ``<run-dir>.log`` (a resumed run's
+    log keeps the earlier attempt's); a line when it starts and when it ends."""
     log = run.run_dir.with_name(run.run_dir.name + ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [*flags, "--no-progress", "--run-dir", str(run.run_dir), *run.overrides]
-    with log.open("w") as f:
+    tqdm.write(f"{time.strftime('%H:%M:%S')} started {run.run_dir.name} (output: {log})", file=sys.stderr)
+    start = time.perf_counter()
+    with log.open("a") as f:
         code = subprocess.run([sys.executable, "-m", "selfverify.loop", *argv], stdout=f, stderr=f).returncode
     if code:
         tqdm.write(
             f"error: {run.run_dir.name} stopped with exit code {code}; its output: {log}", file=sys.stderr
+        )
+    else:
+        seconds = time.perf_counter() - start
+        tqdm.write(
+            f"{time.strftime('%H:%M:%S')} finished {run.run_dir.name} in {seconds:.0f} s", file=sys.stderr
         )
     return code
 

@@ -116,8 +116,9 @@ def test_study_jobs_run_in_parallel_processes_to_the_same_metrics(tmp_path, tiny
         assert "run directory:" in two.with_name(name + ".log").read_text()  # each run's own output
     one, two = (json.loads((tmp_path / study / "results.json").read_text()) for study in ("one", "two"))
     assert [(r["finals"], r["curves"]) for r in one] == [(r["finals"], r["curves"]) for r in two]
+    err = capsys.readouterr().err  # a line as each run starts and ends
+    assert all(f"started {name}" in err and f"finished {name} in" in err for name in names)
     # A run that fails names its log, and the study stops with its exit code after the runs under way.
-    capsys.readouterr()
     bad = [
         "--arm",
         "bad=init_from=" + str(tmp_path / "missing"),
