@@ -325,8 +325,9 @@ def execute(batch: list[PlannedRun], flags: list[str], jobs: int, progress: bool
     waiting, running = list(batch), dict[Future, PlannedRun]()
     failure = 0
     with ThreadPoolExecutor(jobs) as pool, tqdm(total=len(batch), desc="runs", disable=not progress) as bar:
-        while running or (waiting and not failure):  # after a failure nothing new starts
-            for run in startable(waiting, list(running.values()), jobs - len(running)):
+        while running or (waiting and not failure):
+            free = 0 if failure else jobs - len(running)  # after a failure nothing new starts
+            for run in startable(waiting, list(running.values()), free):
                 waiting.remove(run)
                 running[pool.submit(run_in_subprocess, run, flags)] = run
             finished, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -123,14 +123,16 @@ def test_study_jobs_run_in_parallel_processes_to_the_same_metrics(tmp_path, tiny
         "--arm",
         "bad=init_from=" + str(tmp_path / "missing"),
         "--seeds",
-        "0",
+        "0,1,2",
         "--jobs",
         "2",
         "--no-progress",
     ]
     assert main([*bad, "--out", str(tmp_path / "bad"), *tiny_overrides]) == 2
     assert "bad-seed0 stopped with exit code 2" in capsys.readouterr().err
-    assert "error" in (tmp_path / "bad" / "runs" / "bad-seed0.log").read_text()
+    runs = tmp_path / "bad" / "runs"
+    assert "error" in (runs / "bad-seed0.log").read_text()
+    assert not (runs / "bad-seed2.log").exists()  # nothing started after the first failure
 
 
 def test_study_shares_the_loop_cold_start_except_with_self_verify(tmp_path, tiny_overrides, tiny_loop):
