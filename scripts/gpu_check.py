@@ -106,12 +106,14 @@ def main() -> None:
         "--profile", action="store_true", help="print the update's top operators (torch.profiler)"
     )
     parser.add_argument("--steps", type=int, default=3, help="RL steps")
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--zero-stage", type=int, default=2)
-    parser.add_argument("--peak-tflops", type=float, default=989.0)
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--prompts", type=int, default=16, help="prompts per RL step")
+    parser.add_argument("--group", type=int, default=8, help="samples per prompt")
+    parser.add_argument("--new-tokens", type=int, default=256, help="max new tokens a sample")
+    parser.add_argument("--zero-stage", type=int, default=2, help="ZeRO stage of the DeepSpeed engine")
+    parser.add_argument(
+        "--peak-tflops", type=float, default=989.0, help="the GPU's dense bf16 peak, for MFU (H100 SXM: 989)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
     gpu = not args.smoke
     if gpu and not torch.cuda.is_available():

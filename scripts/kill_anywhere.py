@@ -134,8 +134,10 @@ def results_of(run_dir: Path) -> tuple[str, dict[str, object]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/kill-anywhere"))
-    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs/kill-anywhere"), help="new folder for the runs and report"
+    )
+    parser.add_argument("--kills", type=int, default=20, help="kill points, spread over every phase")
     args = parser.parse_args()
     if args.out.exists() and any(args.out.iterdir()):
         raise SystemExit(f"{args.out} is not empty: give a new --out")

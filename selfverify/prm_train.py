@@ -251,11 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-size", type=int, default=64, help="windows (about one per solution) per step"
     )
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak AdamW learning rate")
     parser.add_argument(
         "--lm-coef", type=float, default=1.0, help="weight of the auxiliary next-token loss on correct steps"
     )
-    parser.add_argument("--warmup-steps", type=int, default=30)
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=30,
+        help="linear warm-up steps, then cosine decay to a tenth of --lr",
+    )
     parser.add_argument("--seed", type=int, default=0, help="model init, data and batch order")
     parser.add_argument("--backbone", type=Path, help="an HF decoder checkpoint (default: fresh tiny model)")
     parser.add_argument("--hidden-size", type=int, default=64, help="fresh backbone only")

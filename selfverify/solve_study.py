@@ -77,7 +77,9 @@ def run_point(
 def main(argv: list[str] | None = None) -> int:
     p = parser("python -m selfverify.solve_study", __doc__)
     p.add_argument("--ns", type=int, nargs="+", default=list(NS), help="the N to run (default: 1 2 4 8 16)")
-    p.add_argument("--methods", nargs="+", default=list(SOLVE_METHODS), choices=SOLVE_METHODS)
+    p.add_argument(
+        "--methods", nargs="+", default=list(SOLVE_METHODS), choices=SOLVE_METHODS, help="the methods to run"
+    )
     p.add_argument("--out-dir", type=Path, help="where records, table and plot go (default: RUN_DIR/solve)")
     args = p.parse_args(argv)
     console = Console(stderr=True, soft_wrap=True)  # errors stay one greppable line

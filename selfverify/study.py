@@ -316,10 +316,12 @@ def execute(batch: list[PlannedRun], flags: list[str], jobs: int, progress: bool
     end (a rerun of the study resumes them)."""
     if jobs == 1:
         for run in batch:
-            print(f"== {run.run_dir.name}", file=sys.stderr)
+            say(f"started {run.run_dir.name}")
+            start = time.perf_counter()
             argv = [*flags, *([] if progress else ["--no-progress"]), "--run-dir", str(run.run_dir)]
             if code := run_loop([*argv, *run.overrides]):
                 return code
+            say(f"finished {run.run_dir.name} in {time.perf_counter() - start:.0f} s")
         return 0
 
     waiting, running = list(batch), dict[Future, PlannedRun]()
@@ -344,7 +346,7 @@ def run_in_subprocess(run: PlannedRun, flags: list[str]) -> int:
     log = run.run_dir.with_name(run.run_dir.name + ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [*flags, "--no-progress", "--run-dir", str(run.run_dir), *run.overrides]
-    tqdm.write(f"{time.strftime('%H:%M:%S')} started {run.run_dir.name} (output: {log})", file=sys.stderr)
+    say(f"started {run.run_dir.name} (output: {log})")
     start = time.perf_counter()
     with log.open("a") as f:
         code = subprocess.run([sys.executable, "-m", "selfverify.loop", *argv], stdout=f, stderr=f).returncode
@@ -353,11 +355,13 @@ def run_in_subprocess(run: PlannedRun, flags: list[str]) -> int:
             f"error: {run.run_dir.name} stopped with exit code {code}; its output: {log}", file=sys.stderr
         )
     else:
-        seconds = time.perf_counter() - start
-        tqdm.write(
-            f"{time.strftime('%H:%M:%S')} finished {run.run_dir.name} in {seconds:.0f} s", file=sys.stderr
-        )
+        say(f"finished {run.run_dir.name} in {time.perf_counter() - start:.0f} s")
     return code
+
+
+def say(message: str) -> None:
+    """A timed line on stderr, above any progress bar."""
+    tqdm.write(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr)
 
 
 def parse_arm(text: str) -> tuple[str, list[str]]:
@@ -371,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m selfverify.study", description=__doc__.split("\n")[0])
     parser.add_argument("--objectives", default="", help="comma-separated objective presets, one arm each")
     parser.add_argument("--arm", action="append", type=parse_arm, default=[], help="NAME=override,override")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one run per arm each")
     parser.add_argument("--out", required=True, help="folder for study.md, curves.png, results.json, runs/")
     parser.add_argument(
         "--runs",
