@@ -3,6 +3,8 @@
 import copy
 import dataclasses
 import functools
+import itertools
+import random
 
 import pytest
 import torch
@@ -24,6 +26,7 @@ from selfverify.runtime.models import build_char_tokenizer, build_model
 from selfverify.runtime.rollout import (
     encode_by_length,
     encode_pairs,
+    length_groups,
     line_end_tokens,
     response_logprobs,
     sample,
@@ -302,6 +305,30 @@ def test_sft_step_over_length_groups_equals_one_batch() -> None:
     (loss_a, norm_a, params_a), (loss_b, norm_b, params_b) = results
     assert loss_a == pytest.approx(loss_b, rel=1e-5) and norm_a == pytest.approx(norm_b, rel=1e-4)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(params_a, params_b, strict=True))
+
+
+def test_length_groups_are_the_split_that_computes_the_fewest_tokens() -> None:
+    """Every row once, in at most ``parts`` passes of rows sorted by length, as cheap as the best split any
+    enumeration finds (a pass costs its rows x its longest); a bimodal batch gets its short rows apart."""
+
+    def cost(lengths: list[int], groups: list[torch.Tensor]) -> int:
+        return sum(len(g) * max(lengths[i] for i in g.tolist()) for g in groups)
+
+    rng = random.Random(0)
+    for _ in range(200):
+        lengths, parts = [rng.randint(1, 6) for _ in range(rng.randint(1, 9))], rng.randint(1, 4)
+        groups = length_groups(torch.tensor(lengths, dtype=torch.float), parts)
+        assert len(groups) <= parts and sorted(torch.cat(groups).tolist()) == list(range(len(lengths)))
+        ordered, n = sorted(lengths), len(lengths)
+        best = min(
+            sum((b - a) * ordered[b - 1] for a, b in itertools.pairwise([0, *cuts, n]))
+            for k in range(min(parts, n))
+            for cuts in itertools.combinations(range(1, n), k)
+        )
+        assert cost(lengths, groups) == best
+    bimodal = [6] * 10 + [30] * 6  # the short rows in passes of their own: none padded to 30
+    groups = length_groups(torch.tensor(bimodal, dtype=torch.float), 4)
+    assert cost(bimodal, groups) == 10 * 6 + 6 * 30
 
 
 def _one_update(

@@ -148,8 +148,8 @@ class RLConfig:
     mini_batches: int = option(1, "Optimizer steps per pass.")
     micro_batch_size: int = option(
         64,
-        "The most rows one backward pass holds (gradient accumulation); a policy update runs them in "
-        "at least four forward passes, rows grouped by response length. Results don't depend on it.",
+        "The most rows one backward pass holds (gradient accumulation); a policy update runs a mini-batch "
+        "in about four forward passes of rows of like response length. Results don't depend on it.",
     )
     share_prompts: bool = option(
         True,

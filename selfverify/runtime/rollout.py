@@ -23,8 +23,8 @@ from selfverify.runtime.models import stop_token_ids
 _FORWARD_ARGS = inspect.signature(LlamaForCausalLM.forward).parameters
 CACHE_ARG = "cache" if "cache" in _FORWARD_ARGS else "past_key_values"
 # A training batch runs in this many forward passes, rows grouped by length and each pass padded only to
-# its own longest (an SFT step, ``encode_by_length``; a policy update, ``trainer.policy_update``): rows of 5
-# and of 35 tokens then do not all cost 35.
+# its own longest (an SFT step, ``encode_by_length``; a policy update, ``trainer.policy_update``, in at most
+# this many, ``length_groups``): rows of 5 and of 35 tokens then do not all cost 35.
 LENGTH_GROUPS = 4
 
 
@@ -263,6 +263,33 @@ def response_logits(model: torch.nn.Module, batch: Rollout, temperature: float =
     return logits.float() / temperature
 
 
+def length_groups(lengths: torch.Tensor, parts: int) -> list[torch.Tensor]:
+    """Row indices in at most ``parts`` groups of like length, each a forward pass padded to its own longest:
+    the split of the rows sorted by length that computes the fewest tokens (each pass costs its rows × its
+    longest), by dynamic programming over the distinct lengths. Equal counts of rows a pass would cost a
+    bimodal batch (answers of 6 tokens, worked solutions of 30) about twice as much padding."""
+    order = lengths.argsort(stable=True)
+    values, counts = torch.unique_consecutive(lengths[order], return_counts=True)
+    through = counts.cumsum(0)  # rows up to and including each distinct length
+    # cost[i, j]: one pass over the rows of the i-th to the j-th distinct lengths
+    cost = (through[None, :] - (through - counts)[:, None]).double() * values[None, :].double()
+    cost = cost.masked_fill(torch.ones_like(cost, dtype=torch.bool).tril(-1), float("inf"))
+    best, starts = cost[0], [torch.zeros_like(values)]
+    for _ in range(1, parts):  # best[j]: the cheapest split of lengths 0..j; a pass more may start at i
+        before = torch.cat([best.new_zeros(1), best[:-1]])  # i = 0: no pass before (fewer passes)
+        best, start = (before[:, None] + cost).min(0)
+        starts.append(start)
+    cuts, j = [len(order)], len(values) - 1
+    for start in reversed(starts):  # the last pass's first length, back to the first pass
+        i = int(start[j])
+        cuts.append(int(through[i] - counts[i]))
+        if i == 0:
+            break
+        j = i - 1
+    cuts.reverse()
+    return [order[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
 def logits_by_length(
     model: torch.nn.Module,
     batch: Rollout,
@@ -278,8 +305,7 @@ def logits_by_length(
     and values serve its rows in every pass (a group's G samples), as in sampling: the same logits and
     gradients up to float rounding, for P + G·T tokens a group instead of G·(P + T).
     """
-    order = batch.response_mask.sum(-1).argsort(stable=True)
-    groups = [rows for rows in order.chunk(parts) if len(rows)]
+    groups = length_groups(batch.response_mask.sum(-1), parts)
     if share_prompts:
         batch = batch.trimmed()
         p = batch.prompt_len
