@@ -326,6 +326,7 @@ def test_length_groups_are_the_split_that_computes_the_fewest_tokens() -> None:
             for cuts in itertools.combinations(range(1, n), k)
         )
         assert cost(lengths, groups) == best
+    assert length_groups(torch.tensor([]), 4) == []
     bimodal = [6] * 10 + [30] * 6  # the short rows in passes of their own: none padded to 30
     groups = length_groups(torch.tensor(bimodal, dtype=torch.float), 4)
     assert cost(bimodal, groups) == 10 * 6 + 6 * 30

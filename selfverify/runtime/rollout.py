@@ -9,6 +9,7 @@ left-padded prompts, so logprobs recomputed for training match the sampling dist
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -269,6 +270,8 @@ def length_groups(lengths: torch.Tensor, parts: int) -> list[torch.Tensor]:
     longest), by dynamic programming over the distinct lengths. Equal counts of rows a pass would cost a
     bimodal batch (answers of 6 tokens, worked solutions of 30) about twice as much padding."""
     order = lengths.argsort(stable=True)
+    if not len(order):
+        return []
     values, counts = torch.unique_consecutive(lengths[order], return_counts=True)
     through = counts.cumsum(0)  # rows up to and including each distinct length
     # cost[i, j]: one pass over the rows of the i-th to the j-th distinct lengths
@@ -287,7 +290,7 @@ def length_groups(lengths: torch.Tensor, parts: int) -> list[torch.Tensor]:
             break
         j = i - 1
     cuts.reverse()
-    return [order[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    return [order[a:b] for a, b in itertools.pairwise(cuts)]
 
 
 def logits_by_length(
