@@ -202,9 +202,8 @@ def policy_update(
             counts = _token_counts(mask)
             with_pos = positive is not None and cfg.pos_lm_coef > 0
             pos_counts = _token_counts(mask * positive[mini, None].float()) if with_pos else {}
-            # About LENGTH_GROUPS forward passes a mini-batch, one backward a micro-batch. Shared prompts
-            # serve all the passes (at most ``parts``) of their micro-batch; without them a micro-batch is
-            # one pass.
+            # About LENGTH_GROUPS passes a mini-batch, one backward a micro-batch. Shared prompts serve all
+            # the passes (at most ``parts``) of their micro-batch; without them a micro-batch is one pass.
             if share:
                 micros = engine.micro_batches(mini, cfg.micro_batch_size)
                 parts = -(-LENGTH_GROUPS // len(micros))
