@@ -87,7 +87,9 @@ class PRMModel(nn.Module):
 
     def hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The backbone's last hidden states [B, T, H]."""
-        return self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.backbone(
+            input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+        ).last_hidden_state
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Logits [B, T] of "this token ends a correct step", at every position."""

@@ -57,7 +57,10 @@ class ValueModel(torch.nn.Module):
         attention = batch.attention_mask.to(device)
         positions = position_ids(attention)
         hidden = self.backbone(
-            input_ids=batch.input_ids.to(device), attention_mask=attention, position_ids=positions
+            input_ids=batch.input_ids.to(device),
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=False,
         ).last_hidden_state
         return self.head(hidden[:, batch.prompt_len - 1 : -1]).squeeze(-1).float().cpu()
 

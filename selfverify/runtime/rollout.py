@@ -260,6 +260,7 @@ def response_logits(model: torch.nn.Module, batch: Rollout, temperature: float =
         attention_mask=attention,
         position_ids=position_ids(attention),
         logits_to_keep=t + 1,
+        use_cache=False,  # else each forward copies its keys and values into a cache nothing reads
     ).logits[:, :-1]
     return logits.float() / temperature
 
