@@ -202,14 +202,14 @@ def policy_update(
             counts = _token_counts(mask)
             with_pos = positive is not None and cfg.pos_lm_coef > 0
             pos_counts = _token_counts(mask * positive[mini, None].float()) if with_pos else {}
-            # About LENGTH_GROUPS passes a mini-batch, one backward a micro-batch. Shared prompts serve all
-            # the passes (at most ``parts``) of their micro-batch; without them a micro-batch is one pass.
-            if share:
-                micros = engine.micro_batches(mini, cfg.micro_batch_size)
-                parts = -(-LENGTH_GROUPS // len(micros))
-            else:
+            # About LENGTH_GROUPS passes a mini-batch, split where they pad least; one backward a micro-batch.
+            # In lockstep every rank runs as many passes as the others: equal chunks, one pass each.
+            if engine.lockstep:
                 size = min(cfg.micro_batch_size, -(-len(mini) // LENGTH_GROUPS))
                 micros, parts = engine.micro_batches(mini, size), 1
+            else:
+                micros = engine.micro_batches(mini, cfg.micro_batch_size)
+                parts = -(-LENGTH_GROUPS // len(micros))
             for i, (micro, scale) in enumerate(micros):
                 with record_function("update/forward"):
                     passes = logits_by_length(
