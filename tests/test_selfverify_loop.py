@@ -15,7 +15,7 @@ from selfverify.loop import main
 from selfverify.recipes import generator as generator_recipe
 from selfverify.recipes import selfverify as selfverify_recipe
 from selfverify.recipes.judge_data import misjudgement
-from selfverify.runtime.checkpoint import read_state, write_state
+from selfverify.runtime.checkpoint import CheckpointError, read_state, write_state
 from selfverify.utils.tracking import read_metrics
 
 ROUND_KEYS = {
@@ -70,6 +70,48 @@ def test_killed_loop_resumes_to_the_same_result(tmp_path, tiny_overrides, tiny_l
     assert not (run / "summary.json").exists()
     _run(run, overrides)
     assert read_metrics(run) == read_metrics(tmp_path / "whole")
+
+
+def _saved_step(run_dir: Path) -> tuple[str, int]:
+    """The phase and step the run's latest checkpoint resumes at (("", 0) while there is none)."""
+    try:
+        state = read_state(run_dir / "checkpoints" / "latest")
+    except (CheckpointError, FileNotFoundError):
+        return "", 0
+    return state["phase"], state["step"]
+
+
+@pytest.mark.parametrize("saved_at", [4, 14])  # inside the judge cold start's 12 steps; inside its extension
+def test_a_run_killed_in_the_judge_cold_start_resumes_where_it_saved(
+    tmp_path, tiny_overrides, tiny_loop, kill_midway, monkeypatch, saved_at
+):
+    """The judge cold start saves every checkpoint_every steps with its optimizer and batch streams: a
+    killed run goes on from there, not from the phase's start, to the same result."""
+    overrides = [
+        *tiny_overrides,
+        *tiny_loop,
+        "loop.judge_sft_steps=12",
+        "loop.judge_extend_steps=4",
+        "loop.judge_val_f1=1.0",  # one extension, the most allowed
+    ]
+    _run(tmp_path / "whole", overrides)
+    whole = read_metrics(tmp_path / "whole")
+    assert [r["step"] for r in whole if r["phase"] == "judge_sft" and r["round"] == 0] == list(range(1, 17))
+    run = tmp_path / "killed"
+    kill_midway(run, overrides, lambda _: _saved_step(run) >= ("judges", saved_at))
+    phase, step = _saved_step(run)
+    assert phase == "judges" and saved_at <= step < 16
+    drawn: list[int] = []  # the batches the resumed run draws from the cold start's mix, by step
+    real = selfverify_recipe.cold_start_batches
+
+    def recording(*args):
+        batches = real(*args)
+        return lambda i, *rest: drawn.append(i) or batches(i, *rest)
+
+    monkeypatch.setattr(selfverify_recipe, "cold_start_batches", recording)
+    _run(run, overrides)
+    assert read_metrics(run) == whole
+    assert drawn[: 16 - step] == list(range(step, 16))  # then round 1's auto-label SFT draws its own
 
 
 def test_a_judge_of_another_analysis_format_is_refused(tmp_path, tiny_overrides, tiny_loop, capsys):

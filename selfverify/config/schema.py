@@ -534,7 +534,8 @@ class Config:
     )
     checkpoint_every: int = option(
         20,
-        "Steps between checkpoints inside the generator's cold start and RL (a rerun resumes from the last).",
+        "Steps between checkpoints inside the generator's cold start and RL and the loop's judge cold start "
+        "(a rerun resumes from the last).",
     )
     task: TaskConfig = option(factory=TaskConfig, help="The task.")
     model: ModelSpec = option(factory=ModelSpec, help="The generator's model.")

@@ -13,9 +13,9 @@
 
 With ``loop.labels=auto`` no ground truth reaches training after the cold-start pool. ``PHASES`` and
 ``ROUND_PHASES`` are the order, written once: the driver runs them, and after each (and every
-``checkpoint_every`` steps inside the generator's) saves every model and the run's ``RunState``
-(JSON) to ``checkpoints/latest``, naming the phase and step to resume at. The models are workers
-(``selfverify.runtime.workers``) placed by ``backend``; the rewards are built in
+``checkpoint_every`` steps inside the two cold starts and the generator's RL) saves every model and the
+run's ``RunState`` (JSON) to ``checkpoints/latest``, naming the phase and step to resume at. The models
+are workers (``selfverify.runtime.workers``) placed by ``backend``; the rewards are built in
 ``selfverify.recipes.rewards``; the data and measurements live in ``selfverify.recipes.judge_data``.
 """
 
@@ -108,6 +108,8 @@ class RunState:
     pool: list[dict[str, Any]] = field(default_factory=list)  # the judge's labelled seed pool (JSON)
     auto: list[dict[str, Any]] = field(default_factory=list)  # the latest round's auto-labels (JSON)
     scaled_stats: dict[str, Any] = field(default_factory=dict)  # the latest scaled verification's
+    # The judge cold start's batch streams where it was saved part-way (random.Random.getstate(), by name).
+    streams: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,27 +203,34 @@ def generator_cold_start(run: Run) -> None:
 
 def judge_cold_start(run: Run) -> None:
     """The judge's SFT on the labelled pool and fresh synthetic solutions, checked (``loop.judge_val_f1``)
-    and extended while below the bar; under ``loop.meta_audit=auto`` the audit mode it earns."""
+    and extended while below the bar; under ``loop.meta_audit=auto`` the audit mode it earns. Saved every
+    ``checkpoint_every`` steps: a resumed run goes on from the step it saved (``state.step``)."""
     cfg, lc, state, task = run.cfg, run.cfg.loop, run.state, run.task
-    judges = run.judges
-    seed_data = task.processbench_seed(lc.judge_seed, on_error="fail") if lc.judge_seed else []
-    pool_problems = task.train_problems(lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=run.exclude)
-    samples = generate_samples(
-        cfg, judges.world, run.generator, pool_problems, seed=stream_seed(cfg.seed, "judge_pool")
-    )
-    pool = [(p, tuple(s)) for p, s in zip(pool_problems, samples, strict=True)]
-    pool += [(p, tuple(steps)) for p, steps, _ in seed_data]
-    state.pool = [{"problem": problem_to_json(p), "steps": list(s)} for p, s in pool]
+    judges, resumed = run.judges, state.step
+    if not resumed:  # a run resumed part-way has its pool in the state
+        seed_data = task.processbench_seed(lc.judge_seed, on_error="fail") if lc.judge_seed else []
+        pool_problems = task.train_problems(
+            lc.judge_pool, seed=cfg.seed, tag="judge-pool", exclude=run.exclude
+        )
+        samples = generate_samples(
+            cfg, judges.world, run.generator, pool_problems, seed=stream_seed(cfg.seed, "judge_pool")
+        )
+        pool = [(p, tuple(s)) for p, s in zip(pool_problems, samples, strict=True)]
+        pool += [(p, tuple(steps)) for p, steps, _ in seed_data]
+        state.pool = [{"problem": problem_to_json(p), "steps": list(s)} for p, s in pool]
     batches = cold_start_batches(run, seed_pool(run))
-    judge_sft(run, batches, lc.judge_sft_steps, lc.judge_sft_lr)
+    if resumed < lc.judge_sft_steps:
+        judge_sft(run, batches, lc.judge_sft_steps, lc.judge_sft_lr, resume_at=resumed)
     if lc.judge_val_f1 is not None:
-        check_judges(run, batches)
+        check_judges(run, batches, resumed)
+    state.streams = {}
     settle_audit(run)
 
 
-def check_judges(run: Run, batches: Callable[..., list[Example]]) -> None:
+def check_judges(run: Run, batches: Callable[..., list[Example]], resumed: int) -> None:
     """The cold start's check: extend the judge's SFT (on ``batches``) while its F1 is below
-    ``loop.judge_val_f1``."""
+    ``loop.judge_val_f1``. ``resumed``: the judge SFT steps done before a resumed run started (the
+    checks and extensions they cover were made then)."""
     cfg, lc, state, task, judges = run.cfg, run.cfg.loop, run.state, run.task, run.judges
     # Fresh generator samples of training problems, drawn once: the generator does not change here.
     val = task.train_problems(lc.judge_val_samples, seed=cfg.seed, tag="judge-val", exclude=run.exclude)
@@ -230,19 +239,17 @@ def check_judges(run: Run, batches: Callable[..., list[Example]]) -> None:
     )
     done = lc.judge_sft_steps
     for extends in range(lc.judge_max_extends + 1):
-        checks = judge_check(run, extends, val, val_samples)
-        score = min(checks.values())
-        state.figures |= {"judge_val_f1": score, "judge_sft_extends": extends}
-        if score >= lc.judge_val_f1 or extends == lc.judge_max_extends:
-            break
-        judge_sft(
-            run,
-            batches,
-            lc.judge_extend_steps,
-            lc.judge_sft_lr * JUDGE_EXTEND_LR_FACTOR,
-            first=done,
-        )
-        done += lc.judge_extend_steps
+        end = done + lc.judge_extend_steps
+        if resumed <= done:  # else the run was saved inside a later extension: this check was made
+            checks = judge_check(run, extends, val, val_samples)
+            score = min(checks.values())
+            state.figures |= {"judge_val_f1": score, "judge_sft_extends": extends}
+            if score >= lc.judge_val_f1 or extends == lc.judge_max_extends:
+                break
+        if resumed < end:
+            lr = lc.judge_sft_lr * JUDGE_EXTEND_LR_FACTOR
+            judge_sft(run, batches, lc.judge_extend_steps, lr, first=done, resume_at=resumed)
+        done = end
     if lc.meta_audit == "auto":
         # A blind audit is as good as the auditor's own check: blind where the meta-verifier apart passed
         # the bar, prompted where it did not.
@@ -536,18 +543,33 @@ def seed_pool(run: Run) -> list[Labelled]:
 
 
 def judge_sft(
-    run: Run, batches: Callable[[int, random.Random], list[Example]], steps: int, lr: float, first: int = 0
+    run: Run,
+    batches: Callable[[int, random.Random], list[Example]],
+    steps: int,
+    lr: float,
+    first: int = 0,
+    resume_at: int | None = None,
 ) -> None:
     """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step; a phase
-    that goes on from step ``first`` draws steps of its own."""
-    cfg, lc, r, judges = run.cfg, run.cfg.loop, run.state.round, run.judges
+    that goes on from step ``first`` draws steps of its own. ``resume_at`` (the judge cold start): the
+    run is saved every ``checkpoint_every`` steps, and a run saved past ``first`` goes on from the step
+    it saved with the optimizers and batch streams saved there."""
+    cfg, lc, r, judges, state = run.cfg, run.cfg.loop, run.state.round, run.judges, run.state
+    start = first if resume_at is None else max(first, resume_at)
     for judge in judges.trainees.values():
         warmup = min(JUDGE_SFT_MAX_WARMUP, steps // JUDGE_SFT_WARMUP_DIVISOR)
-        judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps)
-    rng = random.Random(stream_seed(cfg.seed, "judge_sft", r, first))
-    apart_rng = random.Random(stream_seed(cfg.seed, "meta_sft_apart", r, first))
+        judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps, resume=start > first)
+    streams = {
+        "judge_sft": random.Random(stream_seed(cfg.seed, "judge_sft", r, first)),
+        "meta_sft_apart": random.Random(stream_seed(cfg.seed, "meta_sft_apart", r, first)),
+    }
+    if start > first:
+        for name, stream in streams.items():
+            version, internal, gauss = state.streams[name]  # JSON made the tuple a list
+            stream.setstate((version, tuple(internal), gauss))
+    rng, apart_rng = streams["judge_sft"], streams["meta_sft_apart"]
     desc = f"round {r}: judge_sft" if run.state.phase != "judges" else "cold start: judge_sft"
-    for step in tqdm(range(first, first + steps), desc=desc, disable=not run.progress):
+    for step in tqdm(range(start, first + steps), desc=desc, disable=not run.progress):
         if lc.meta_apart:
             draws = {"judge_sft": batches(step, rng), "meta_sft": batches(step, apart_rng)}
         else:  # one draw, shared out by kind
@@ -561,6 +583,9 @@ def judge_sft(
             _, prompts, targets = zip(*draws[phase], strict=True)
             m = judge.lm.sft_step(list(prompts), list(targets))
             run.tracker.log(phase, step + 1, m | {"round": float(r)})
+        if resume_at is not None and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < first + steps:
+            state.streams = {name: stream.getstate() for name, stream in streams.items()}
+            run.save("judges", step=step + 1)
     for judge in judges.trainees.values():
         judge.lm.end_training()
 
