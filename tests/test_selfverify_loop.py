@@ -91,16 +91,21 @@ def test_a_run_killed_in_the_judge_cold_start_resumes_where_it_saved(
         *tiny_overrides,
         *tiny_loop,
         "loop.judge_sft_steps=12",
-        "loop.judge_extend_steps=4",
+        "loop.judge_extend_steps=8",
         "loop.judge_val_f1=1.0",  # one extension, the most allowed
     ]
     _run(tmp_path / "whole", overrides)
     whole = read_metrics(tmp_path / "whole")
-    assert [r["step"] for r in whole if r["phase"] == "judge_sft" and r["round"] == 0] == list(range(1, 17))
+    assert [r["step"] for r in whole if r["phase"] == "judge_sft" and r["round"] == 0] == list(range(1, 21))
     run = tmp_path / "killed"
-    kill_midway(run, overrides, lambda _: _saved_step(run) >= ("judges", saved_at))
+
+    def saved_there(_: list[dict]) -> bool:
+        phase, step = _saved_step(run)
+        return phase == "judges" and step >= saved_at
+
+    kill_midway(run, overrides, saved_there)
     phase, step = _saved_step(run)
-    assert phase == "judges" and saved_at <= step < 16
+    assert phase == "judges" and saved_at <= step < 20
     drawn: list[int] = []  # the batches the resumed run draws from the cold start's mix, by step
     real = selfverify_recipe.cold_start_batches
 
@@ -111,7 +116,7 @@ def test_a_run_killed_in_the_judge_cold_start_resumes_where_it_saved(
     monkeypatch.setattr(selfverify_recipe, "cold_start_batches", recording)
     _run(run, overrides)
     assert read_metrics(run) == whole
-    assert drawn[: 16 - step] == list(range(step, 16))  # then round 1's auto-label SFT draws its own
+    assert drawn[: 20 - step] == list(range(step, 20))  # then round 1's auto-label SFT draws its own
 
 
 def test_a_judge_of_another_analysis_format_is_refused(tmp_path, tiny_overrides, tiny_loop, capsys):
