@@ -1,6 +1,6 @@
 """Kill the self-verification loop anywhere, resume it, and check nothing was lost.
 
-    python scripts/kill_anywhere.py --out runs/kill-anywhere            # 20 kills, about 30 min on 2 cores
+    python scripts/kill_anywhere.py --out runs/kill-anywhere            # 20 kills, about an hour on 2 cores
 
 A shortened loop (every phase present: generator cold start, judge cold start, two rounds of judge
 SFT on auto-labels and judge RL, generator RL, scaled verification, evaluation) is first run whole;
