@@ -81,6 +81,7 @@ def tiny_loop() -> list[str]:
         "loop.judge_val_samples=8",
         "loop.judge_extend_steps=2",
         "loop.judge_max_extends=1",
+        "loop.judge_round_extends=0",
         "loop.judge_max_new_tokens=24",
         "loop.verifier_rl_steps=2",
         "loop.meta_rl_steps=2",

@@ -211,6 +211,32 @@ def test_a_judge_below_its_check_goes_on_training(tmp_path, tiny_overrides, tiny
     assert summary["judge_sft_extends"] == 1
 
 
+def test_each_round_checks_its_judge_on_the_generator_its_rl_moved(
+    tmp_path, tiny_overrides, tiny_loop, kill_midway
+):
+    """loop.judge_round_extends: after each round's generator RL the judge is checked as in the cold
+    start, on fresh samples of the generator as it now is, and below the bar goes on training on the
+    cold start's mix (problems and streams of its own), before scaled verification; its figures are in
+    the round's. A run killed in the check resumes to the same metrics."""
+    overrides = [*tiny_overrides, *tiny_loop, "loop.judge_val_f1=1.0", "loop.judge_round_extends=1"]
+    summary = _run(tmp_path / "whole", overrides)
+    metrics = read_metrics(tmp_path / "whole")
+    rechecks = [(r["round"], r["step"]) for r in metrics if r["phase"] == "judge_recheck"]
+    assert rechecks == [(0.0, 0), (0.0, 1), (1.0, 0), (1.0, 1)]  # each round: a check, an extension, a check
+    sft = [(r["round"], r["step"]) for r in metrics if r["phase"] == "judge_sft"]
+    # The cold start's 3 steps and its extension's 2, then round 0's check's 2; round 1's check numbers
+    # its steps after the auto-label SFT's 2 (which the tiny run may not have labels for).
+    assert sft[:7] == [(0.0, step) for step in range(1, 8)] and sft[-2:] == [(1.0, 3), (1.0, 4)]
+    last = [r for r in metrics if r["phase"] == "judge_recheck"][-1]
+    score = next(last[k] for k in ("f1", "acc_err", "acc_corr") if last[k] is not None)
+    assert summary["rounds"][1]["judge_recheck_f1"] == score
+    assert [r["judge_recheck_extends"] for r in summary["rounds"]] == [1, 1]
+    run = tmp_path / "killed"
+    kill_midway(run, overrides, lambda m: any(r["phase"] == "judge_recheck" for r in m))
+    _run(run, overrides)
+    assert read_metrics(run) == metrics
+
+
 def test_a_meta_verifier_apart_is_a_whole_judge_of_its_own(tmp_path, tiny_overrides, tiny_loop, kill_midway):
     """loop.meta_apart: the meta-verifier is a second model, trained in every judge SFT step beside the
     verifier and then by meta RL; it is saved with the run, and a killed run resumes to the same result."""

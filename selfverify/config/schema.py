@@ -288,6 +288,14 @@ class RoundsConfig:
         200, "Steps of each extension of the cold start (a fresh schedule at a quarter of judge_sft_lr)."
     )
     judge_max_extends: int = option(2, "The most extensions of the judge cold start.")
+    judge_round_extends: int = option(
+        0,
+        "Each round's check: after the generator's RL the verifier is held to loop.judge_val_f1 on "
+        "judge_val_samples fresh samples of the generator as it now is, and below it the judge's SFT on "
+        "the cold start's mix goes on for judge_extend_steps more steps, at most this many times, before "
+        "scaled verification and the round's evaluation: RL leaves the generator's errors harder to find "
+        "than those the judge was trained and checked on. 0: no check.",
+    )
     judge_max_new_tokens: int = option(
         112, "A judge's response budget: an analysis, or a meta-verifier's analysis and verdict." + _JUDGE_RL
     )

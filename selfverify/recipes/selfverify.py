@@ -108,6 +108,7 @@ class RunState:
     pool: list[dict[str, Any]] = field(default_factory=list)  # the judge's labelled seed pool (JSON)
     auto: list[dict[str, Any]] = field(default_factory=list)  # the latest round's auto-labels (JSON)
     scaled_stats: dict[str, Any] = field(default_factory=dict)  # the latest scaled verification's
+    round_check: dict[str, Any] = field(default_factory=dict)  # the latest round's check of its judge
     # The judge cold start's batch streams where it was saved part-way (random.Random.getstate(), by name).
     streams: dict[str, Any] = field(default_factory=dict)
 
@@ -222,38 +223,60 @@ def judge_cold_start(run: Run) -> None:
     if resumed < lc.judge_sft_steps:
         judge_sft(run, batches, lc.judge_sft_steps, lc.judge_sft_lr, resume_at=resumed)
     if lc.judge_val_f1 is not None:
-        check_judges(run, batches, resumed)
+        checks, extends = check_judges(
+            run,
+            batches,
+            lc.judge_sft_steps,
+            lc.judge_max_extends,
+            draw="judge_val",
+            log="judge_val",
+            resumed=resumed,
+        )
+        state.figures |= {"judge_val_f1": min(checks.values()), "judge_sft_extends": extends}
+        if lc.meta_audit == "auto":
+            # A blind audit is as good as the auditor's own check: blind where the meta-verifier apart
+            # passed the bar, prompted where it did not.
+            state.figures["meta_audit"] = "blind" if checks["meta_"] >= lc.judge_val_f1 else "prompted"
     state.streams = {}
     settle_audit(run)
 
 
-def check_judges(run: Run, batches: Callable[..., list[Example]], resumed: int) -> None:
-    """The cold start's check: extend the judge's SFT (on ``batches``) while its F1 is below
-    ``loop.judge_val_f1``. ``resumed``: the judge SFT steps done before a resumed run started (the
-    checks and extensions they cover were made then)."""
-    cfg, lc, state, task, judges = run.cfg, run.cfg.loop, run.state, run.task, run.judges
-    # Fresh generator samples of training problems, drawn once: the generator does not change here.
-    val = task.train_problems(lc.judge_val_samples, seed=cfg.seed, tag="judge-val", exclude=run.exclude)
-    val_samples = generate_samples(
-        cfg, judges.world, run.generator, val, seed=stream_seed(cfg.seed, "judge_val")
+def check_judges(
+    run: Run,
+    batches: Callable[..., list[Example]],
+    done: int,
+    max_extends: int,
+    *,
+    draw: str,
+    log: str,
+    streams: str = "",
+    resumed: int | None = None,
+    **logged: float,
+) -> tuple[dict[str, float], int]:
+    """Check the judges on fresh samples of the generator as it is (``judge_check``: the samples'
+    stream ``draw``, the figures and ``logged`` logged as phase ``log``) and extend their SFT (on
+    ``batches``, from step ``done`` of the round's, with ``judge_sft``'s ``streams``) while one is below
+    ``loop.judge_val_f1``, at most ``max_extends`` times; the last checks and the extensions made.
+    ``resumed`` (the judge cold start, which saves part-way): the judge SFT steps done before a resumed
+    run started (the checks and extensions they cover were made then)."""
+    cfg, lc, task, judges = run.cfg, run.cfg.loop, run.task, run.judges
+    # Fresh generator samples of training problems, drawn once: the generator does not change here. The
+    # problems' tag is the draw's name with dashes ("judge-val" for the cold start's "judge_val").
+    val = task.train_problems(
+        lc.judge_val_samples, seed=cfg.seed, tag=draw.replace("_", "-"), exclude=run.exclude
     )
-    done = lc.judge_sft_steps
-    for extends in range(lc.judge_max_extends + 1):
+    val_samples = generate_samples(cfg, judges.world, run.generator, val, seed=stream_seed(cfg.seed, draw))
+    for extends in range(max_extends + 1):
         end = done + lc.judge_extend_steps
-        if resumed <= done:  # else the run was saved inside a later extension: this check was made
-            checks = judge_check(run, extends, val, val_samples)
-            score = min(checks.values())
-            state.figures |= {"judge_val_f1": score, "judge_sft_extends": extends}
-            if score >= lc.judge_val_f1 or extends == lc.judge_max_extends:
+        if resumed is None or resumed <= done:  # else the run was saved in a later extension: checked
+            checks = judge_check(run, log, extends, val, val_samples, **logged)
+            if min(checks.values()) >= lc.judge_val_f1 or extends == max_extends:
                 break
-        if resumed < end:
+        if resumed is None or resumed < end:
             lr = lc.judge_sft_lr * JUDGE_EXTEND_LR_FACTOR
-            judge_sft(run, batches, lc.judge_extend_steps, lr, first=done, resume_at=resumed)
+            judge_sft(run, batches, lc.judge_extend_steps, lr, first=done, resume_at=resumed, streams=streams)
         done = end
-    if lc.meta_audit == "auto":
-        # A blind audit is as good as the auditor's own check: blind where the meta-verifier apart passed
-        # the bar, prompted where it did not.
-        state.figures["meta_audit"] = "blind" if checks["meta_"] >= lc.judge_val_f1 else "prompted"
+    return checks, extends
 
 
 # --- phases run every round ------------------------------------------------------------------------
@@ -331,6 +354,30 @@ def train_generator(run: Run) -> None:
     gen.end_training()
 
 
+def recheck_judges(run: Run) -> None:
+    """The cold start's check again, on the generator its RL has just moved (``loop.judge_round_extends``):
+    below the bar the judge trains on the cold start's mix, with problems and streams of its own,
+    before scaled verification and the round's evaluation use it."""
+    lc, r = run.cfg.loop, run.state.round
+    if lc.judge_val_f1 is None or lc.judge_round_extends == 0:
+        return
+    batches = cold_start_batches(run, seed_pool(run), tag="judge-recheck")
+    # The round's judge SFT steps so far: the cold start's with its extensions, or the auto-label SFT's.
+    cold = lc.judge_sft_steps + run.state.figures["judge_sft_extends"] * lc.judge_extend_steps
+    done = lc.auto_sft_steps if r > 0 else cold
+    checks, extends = check_judges(
+        run,
+        batches,
+        done,
+        lc.judge_round_extends,
+        draw=f"judge_recheck_{r}",
+        log="judge_recheck",
+        streams="judge_recheck/",
+        round=float(r),
+    )
+    run.state.round_check = {"judge_recheck_f1": min(checks.values()), "judge_recheck_extends": extends}
+
+
 def scaled_labels(run: Run) -> None:
     """Scaled verification of fresh generator samples: the next round's auto-labels (or, with
     ``loop.labels=truth``, ground-truth labels of the same samples)."""
@@ -362,6 +409,7 @@ def evaluate_round(run: Run) -> None:
     cfg, r, judges = run.cfg, run.state.round, run.judges
     figures = {
         "round": r,
+        **run.state.round_check,
         **run.state.scaled_stats,
         **evaluate_judges(cfg, judges.world, run.generator, judges.verifier, judges.meta, run.heldout, r),
     }
@@ -380,6 +428,7 @@ PHASES: list[tuple[str, Callable[[Run], None]]] = [
 ROUND_PHASES: list[tuple[str, Callable[[Run], None]]] = [
     ("verifier", train_judges),
     ("generator", train_generator),
+    ("recheck", recheck_judges),
     ("scaled", scaled_labels),
     ("eval", evaluate_round),
 ]
@@ -549,25 +598,27 @@ def judge_sft(
     lr: float,
     first: int = 0,
     resume_at: int | None = None,
+    streams: str = "",
 ) -> None:
     """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step; a phase
     that goes on from step ``first`` draws steps of its own. ``resume_at`` (the judge cold start): the
     run is saved every ``checkpoint_every`` steps, and a run saved past ``first`` goes on from the step
-    it saved with the optimizers and batch streams saved there."""
+    it saved with the optimizers and batch streams saved there. ``streams``: a prefix of the batch
+    streams' names, for a phase whose steps draw streams of their own."""
     cfg, lc, r, judges, state = run.cfg, run.cfg.loop, run.state.round, run.judges, run.state
     start = first if resume_at is None else max(first, resume_at)
     for judge in judges.trainees.values():
         warmup = min(JUDGE_SFT_MAX_WARMUP, steps // JUDGE_SFT_WARMUP_DIVISOR)
         judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps, resume=start > first)
-    streams = {
-        "judge_sft": random.Random(stream_seed(cfg.seed, "judge_sft", r, first)),
-        "meta_sft_apart": random.Random(stream_seed(cfg.seed, "meta_sft_apart", r, first)),
+    rngs = {
+        "judge_sft": random.Random(stream_seed(cfg.seed, streams + "judge_sft", r, first)),
+        "meta_sft_apart": random.Random(stream_seed(cfg.seed, streams + "meta_sft_apart", r, first)),
     }
     if start > first:
-        for name, stream in streams.items():
+        for name, stream in rngs.items():
             version, internal, gauss = state.streams[name]  # JSON made the tuple a list
             stream.setstate((version, tuple(internal), gauss))
-    rng, apart_rng = streams["judge_sft"], streams["meta_sft_apart"]
+    rng, apart_rng = rngs["judge_sft"], rngs["meta_sft_apart"]
     desc = f"round {r}: judge_sft" if run.state.phase != "judges" else "cold start: judge_sft"
     for step in tqdm(range(start, first + steps), desc=desc, disable=not run.progress):
         if lc.meta_apart:
@@ -584,7 +635,7 @@ def judge_sft(
             m = judge.lm.sft_step(list(prompts), list(targets))
             run.tracker.log(phase, step + 1, m | {"round": float(r)})
         if resume_at is not None and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < first + steps:
-            state.streams = {name: stream.getstate() for name, stream in streams.items()}
+            state.streams = {name: stream.getstate() for name, stream in rngs.items()}
             run.save("judges", step=step + 1)
     for judge in judges.trainees.values():
         judge.lm.end_training()
@@ -618,19 +669,23 @@ def judge_examples(
     return out
 
 
-def cold_start_batches(run: Run, pool: Sequence[Labelled]) -> Callable[..., list[Example]]:
+def cold_start_batches(
+    run: Run, pool: Sequence[Labelled], tag: str = "judge"
+) -> Callable[..., list[Example]]:
     """The judge cold start's batches. Each: solutions from the labelled pool, and fresh synthetic ones
     (the reference, or the reference with one injected error: unlimited labelled data, so the judge
     learns to check a step instead of memorising the pool); each solution becomes a verifier example
     (its faithful analysis) or a meta-verifier example (a faithful or unfaithful analysis, labelled).
-    ``pool``: the labelled seed pool (``seed_pool``), labelled once by the caller."""
+    ``pool``: the labelled seed pool (``seed_pool``), labelled once by the caller; ``tag``: the fresh
+    problems' (a step's: ``<tag>-<round>-<step>``)."""
     cfg, lc, task, world = run.cfg, run.cfg.loop, run.task, run.judges.world
 
     def batch(step: int, rng: random.Random, size: int | None = None) -> list[Example]:
         size = lc.judge_sft_batch_size if size is None else size
         n_syn = round(size * lc.judge_synthetic_fraction)
-        tag = f"judge-{run.state.round}-{step}"
-        fresh = task.train_problems(n_syn, seed=cfg.seed, tag=tag, exclude=run.exclude)
+        fresh = task.train_problems(
+            n_syn, seed=cfg.seed, tag=f"{tag}-{run.state.round}-{step}", exclude=run.exclude
+        )
         synthetic = [
             task.synthetic_solution(p, rng, SYNTHETIC_CORRECT_FRACTION, lc.judge_error_weights) for p in fresh
         ]
@@ -642,16 +697,21 @@ def cold_start_batches(run: Run, pool: Sequence[Labelled]) -> Callable[..., list
 
 
 def judge_check(
-    run: Run, extends: int, problems: list[TaskProblem], samples: list[tuple[str, ...]]
+    run: Run,
+    log: str,
+    extends: int,
+    problems: list[TaskProblem],
+    samples: list[tuple[str, ...]],
+    **extra: float,
 ) -> dict[str, float]:
     """Per judge checked (prefix "" the verifier, "meta_" a meta-verifier apart, as a verifier): its F1
     on the check's samples (where they hold one kind of sample only, right or wrong, its accuracy on
-    that kind). The figures are logged as ``judge_val``."""
+    that kind). The figures, and ``extra``, are logged as phase ``log``, step ``extends``."""
     row: dict[str, float | None] = {}
     for prefix, judge in run.judges.checked.items():
         pb = verifier_metrics(run.judges.world, judge, problems, samples)[-1]
         row |= {prefix + k: pb[k] for k in JUDGE_CHECK_FIGURES}
-    run.tracker.log("judge_val", extends, row)
+    run.tracker.log(log, extends, row | extra)
     return {
         pre: next(row[pre + k] for k in JUDGE_CHECK_FIGURES if row[pre + k] is not None)
         for pre in run.judges.checked
