@@ -237,6 +237,23 @@ def test_each_round_checks_its_judge_on_the_generator_its_rl_moved(
     assert read_metrics(run) == metrics
 
 
+def test_the_rounds_check_their_judge_from_a_cold_start_that_was_not_checked(
+    tmp_path, tiny_overrides, tiny_loop
+):
+    """Rounds started from a loop's cold start (init_from) that ran without the cold start's check still
+    check their judge: round 0's check numbers its steps after the cold start's, which took none more."""
+    cold = tmp_path / "cold"
+    _run(cold, [*tiny_overrides, *tiny_loop, "loop.rounds=0", "loop.judge_val_f1=null"])
+    latest = cold / "checkpoints" / "latest"
+    overrides = ["loop.judge_val_f1=1.0", "loop.judge_round_extends=1", f"init_from={latest}"]
+    summary = _run(tmp_path / "rounds", [*tiny_overrides, *tiny_loop, *overrides])
+    assert [r["judge_recheck_extends"] for r in summary["rounds"]] == [1, 1]
+    sft = [
+        r["step"] for r in read_metrics(tmp_path / "rounds") if r["phase"] == "judge_sft" and r["round"] == 0
+    ]
+    assert sft == [4, 5]  # after the cold start's 3 steps
+
+
 def test_a_meta_verifier_apart_is_a_whole_judge_of_its_own(tmp_path, tiny_overrides, tiny_loop, kill_midway):
     """loop.meta_apart: the meta-verifier is a second model, trained in every judge SFT step beside the
     verifier and then by meta RL; it is saved with the run, and a killed run resumes to the same result."""

@@ -362,8 +362,9 @@ def recheck_judges(run: Run) -> None:
     if lc.judge_val_f1 is None or lc.judge_round_extends == 0:
         return
     batches = cold_start_batches(run, seed_pool(run), tag="judge-recheck")
-    # The round's judge SFT steps so far: the cold start's with its extensions, or the auto-label SFT's.
-    cold = lc.judge_sft_steps + run.state.figures["judge_sft_extends"] * lc.judge_extend_steps
+    # The round's judge SFT steps so far: the cold start's with its extensions (none where it was not
+    # checked: a cold start given by init_from), or the auto-label SFT's.
+    cold = lc.judge_sft_steps + run.state.figures.get("judge_sft_extends", 0) * lc.judge_extend_steps
     done = lc.auto_sft_steps if r > 0 else cold
     checks, extends = check_judges(
         run,
