@@ -249,13 +249,13 @@ def check_judges(
     *,
     draw: str,
     log: str,
-    streams: str = "",
+    stream_prefix: str = "",
     resumed: int | None = None,
     **logged: float,
 ) -> tuple[dict[str, float], int]:
     """Check the judges on fresh samples of the generator as it is (``judge_check``: the samples'
     stream ``draw``, the figures and ``logged`` logged as phase ``log``) and extend their SFT (on
-    ``batches``, from step ``done`` of the round's, with ``judge_sft``'s ``streams``) while one is below
+    ``batches``, from step ``done`` of the round's, with ``judge_sft``'s ``stream_prefix``) while one is below
     ``loop.judge_val_f1``, at most ``max_extends`` times; the last checks and the extensions made.
     ``resumed`` (the judge cold start, which saves part-way): the judge SFT steps done before a resumed
     run started (the checks and extensions they cover were made then)."""
@@ -274,7 +274,15 @@ def check_judges(
                 break
         if resumed is None or resumed < end:
             lr = lc.judge_sft_lr * JUDGE_EXTEND_LR_FACTOR
-            judge_sft(run, batches, lc.judge_extend_steps, lr, first=done, resume_at=resumed, streams=streams)
+            judge_sft(
+                run,
+                batches,
+                lc.judge_extend_steps,
+                lr,
+                first=done,
+                resume_at=resumed,
+                stream_prefix=stream_prefix,
+            )
         done = end
     return checks, extends
 
@@ -373,7 +381,7 @@ def recheck_judges(run: Run) -> None:
         lc.judge_round_extends,
         draw=f"judge_recheck_{r}",
         log="judge_recheck",
-        streams="judge_recheck/",
+        stream_prefix="judge_recheck/",
         round=float(r),
     )
     run.state.round_check = {"judge_recheck_f1": min(checks.values()), "judge_recheck_extends": extends}
@@ -599,12 +607,12 @@ def judge_sft(
     lr: float,
     first: int = 0,
     resume_at: int | None = None,
-    streams: str = "",
+    stream_prefix: str = "",
 ) -> None:
     """Supervised fine-tuning of the judge (and the meta-verifier) on examples drawn per step; a phase
     that goes on from step ``first`` draws steps of its own. ``resume_at`` (the judge cold start): the
     run is saved every ``checkpoint_every`` steps, and a run saved past ``first`` goes on from the step
-    it saved with the optimizers and batch streams saved there. ``streams``: a prefix of the batch
+    it saved with the optimizers and batch streams saved there. ``stream_prefix``: a prefix of the batch
     streams' names, for a phase whose steps draw streams of their own."""
     cfg, lc, r, judges, state = run.cfg, run.cfg.loop, run.state.round, run.judges, run.state
     start = first if resume_at is None else max(first, resume_at)
@@ -612,8 +620,8 @@ def judge_sft(
         warmup = min(JUDGE_SFT_MAX_WARMUP, steps // JUDGE_SFT_WARMUP_DIVISOR)
         judge.lm.start_sft(lr, warmup_steps=warmup, total_steps=steps, resume=start > first)
     rngs = {
-        "judge_sft": random.Random(stream_seed(cfg.seed, streams + "judge_sft", r, first)),
-        "meta_sft_apart": random.Random(stream_seed(cfg.seed, streams + "meta_sft_apart", r, first)),
+        "judge_sft": random.Random(stream_seed(cfg.seed, stream_prefix + "judge_sft", r, first)),
+        "meta_sft_apart": random.Random(stream_seed(cfg.seed, stream_prefix + "meta_sft_apart", r, first)),
     }
     if start > first:
         for name, stream in rngs.items():
