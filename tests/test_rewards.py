@@ -3,12 +3,14 @@
 import pytest
 
 from selfverify.config.schema import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
+from selfverify.judges.compact_judge import parse_analysis, reference_analysis, true_score
 from selfverify.judges.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
     outcome_rewards,
     score_reward,
     self_verify_reward,
+    shows_working,
     verifier_reward,
 )
 from selfverify.tasks import Problem, check_solution
@@ -56,6 +58,28 @@ def test_self_verify_reward() -> None:
     assert self_verify_reward(False, 1.0, 1.0, 1.0) == 0.0
     assert self_verify_reward(False, 0.5, 0.5, 1.0) == 0.0
     assert self_verify_reward(True, 1.0, 0.5, 1.0, alpha=0.5, beta=0.5) == pytest.approx(0.75)
+
+
+def _self_verify_reward_of(problem: Problem, steps: list[str]) -> float:
+    """The loop's self-verification reward of a solution whose own analysis Z is the faithful one
+    (the compact judge's reference, parsed as the loop parses it), with a perfect verifier and a
+    meta-verifier that finds Z faithful."""
+    own = parse_analysis(reference_analysis(problem, steps), len(steps))
+    assert own.parsed
+    score = true_score(problem, check_solution(problem, "\n".join(steps)))
+    return self_verify_reward(shows_working(steps) and own.parsed, score, own.score, 1.0)
+
+
+def test_the_bare_answer_exploit_earns_nothing() -> None:
+    """A bare answer honestly self-scored 0 earned β = 0.24 (R_format read as Z's format alone), as
+    much as an honest wrong solution with its working, and generators collapsed onto bare answers."""
+    p = Problem(5, (("-", 7), ("-", 6), ("+", 3)))
+    assert _self_verify_reward_of(p, ["A:-5"]) == 0.0  # the right answer, bare
+    assert _self_verify_reward_of(p, ["A:4"]) == 0.0  # a wrong one, bare
+    assert not shows_working([]) and not shows_working(["A:-5"])
+    # With its working, honesty about a wrong solution still pays β, and a right one pays 1.
+    assert _self_verify_reward_of(p, ["5-7=-2", "-2-6=-9", "-9+3=-6", "A:-6"]) == pytest.approx(0.24)
+    assert _self_verify_reward_of(p, p.reference_solution().splitlines()) == pytest.approx(1.0)
 
 
 def test_mix_step_rewards() -> None:

@@ -12,7 +12,7 @@ from selfverify.judges.compact_judge import REFINE_TAG, VERIFY_TAG, reference_an
 from selfverify.judges.generative import make_format
 from selfverify.loop import main as loop_main
 from selfverify.recipes.coldstart import demonstrations
-from selfverify.recipes.search import Analysis, Candidate
+from selfverify.recipes.search import Analysis, Candidate, choose
 from selfverify.solve import main
 from selfverify.tasks.arithmetic import parse_problem
 from selfverify.tasks.registry import make_task
@@ -243,3 +243,26 @@ def test_a_candidate_scores_the_mean_of_its_kept_analyses() -> None:
     assert Candidate(1, 0, None, "", 1, None, None).score == 0.0
     passing = Candidate(2, 0, None, "", 1, None, None, analyses=[Analysis("", 1.0, 0)] * 2)
     assert passing.passes(2) and not passing.passes(3)
+
+
+def _scored(id: int, answer: str | None, scores: list[float], tokens: int = 10) -> Candidate:
+    c = Candidate(id, 0, None, f"A:{answer}", tokens, answer, None)
+    c.analyses = [Analysis("", s, 0) for s in scores]
+    return c
+
+
+def test_choose_lets_agreement_among_the_best_decide_not_length() -> None:
+    """DeepSeekMath-V2's aggregation: among the candidates that pass (or share the best score), the
+    answer most of them agree on wins; the shortest passing candidate does not."""
+    short = _scored(0, "7", [1.0, 1.0], tokens=3)
+    agreeing = [_scored(1, "9", [1.0, 1.0]), _scored(2, "9", [1.0, 1.0])]
+    failing = [_scored(3, "7", [0.0, 1.0]), _scored(4, "7", [0.0, 0.0])]
+    assert choose([short, *agreeing, *failing], verifications=2).id == 1
+    # Without passing ones the best score's pool votes; a tie between answers goes to the answer all
+    # candidates giving it score more for (7: 0.75 + 0.5 against 9: 0.75).
+    pool = [_scored(0, "9", [1.0, 0.5]), _scored(1, "7", [1.0, 0.5]), _scored(2, "7", [0.5, 0.5])]
+    assert choose(pool, verifications=2).id == 1
+    assert choose(pool).id == 1  # best_of_n: no verification count, the same pool
+    # Equal support: the earlier; no answers at all: the earliest of the pool.
+    assert choose([_scored(0, "1", [1.0]), _scored(1, "2", [1.0])]).id == 0
+    assert choose([_scored(0, None, [0.0]), _scored(1, None, [1.0])]).id == 1

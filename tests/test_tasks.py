@@ -8,6 +8,7 @@ from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, p
 from selfverify.tasks.arithmetic import (
     CORRUPTIONS,
     corrupt_solution,
+    error_kind,
     sample_problem,
     slipped_solution,
     synthetic_solution,
@@ -117,3 +118,25 @@ def test_embedded_rule_verifier_through_the_interface():
     )
     assert (good.earliest_error, good.score, good.step_scores) == (-1, 1.0, [1.0] * 4)
     assert (bad.earliest_error, bad.score, bad.step_scores) == (1, 0.0, [1.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("solution", "kind"),
+    [
+        ("47+38=85\n85*3=255\n255-9=246\nA:246", None),
+        ("47+38=75\n75*3=225\n225-9=216\nA:216", "carry"),
+        ("47+38=85\n85*3=255\n255-9=-246\nA:-246", "sign"),
+        ("47+38=86\n86*3=258\n258-9=249\nA:249", "slip"),
+        ("47+38=85\n58*3=174\n174-9=165\nA:165", "copy"),
+        ("47+38=85\n85*8=680\n680-9=671\nA:671", "operand"),
+        ("47+38=85\n85+3=88\n88-9=79\nA:79", "operation"),
+        ("47+38=85\n85-9=76\nA:76", "skip"),
+        ("47+38=85\n85*3 is 255", "form"),
+        ("47+38=85\nA:85", "early"),
+        ("47+38=85\n85*3=255\n255-9=246", "early"),
+        ("A:246", "early"),  # a bare answer, even a right one, is wrong at its first line
+        ("47+38=85\n85*3=255\n255-9=246\nA:245", "answer"),
+    ],
+)
+def test_error_kind_names_the_earliest_error(solution: str, kind: str | None) -> None:
+    assert error_kind(Problem(47, (("+", 38), ("*", 3), ("-", 9))), solution) == kind

@@ -37,6 +37,12 @@ def meta_verifier_reward(parsed: bool, predicted: float, label: float) -> float:
     return float(parsed) * score_reward(predicted, label)
 
 
+def shows_working(steps: Sequence[str]) -> bool:
+    """Whether a solution Y shows its working: more than the answer line alone. A bare answer is not a
+    proof, so :func:`self_verify_reward` gives it R_format = 0."""
+    return len(steps) > 1
+
+
 def self_verify_reward(
     formatted: bool,
     solution_score: float,
@@ -47,7 +53,13 @@ def self_verify_reward(
 ) -> float:
     """R = R_format(Y, Z) · (α·R_Y + β·R_Z), R_Z = R_score(s′, R_Y) · R_meta(Z): the verifier's score of
     the solution Y, plus a reward for the generator's own evaluation Z scoring Y as the verifier does
-    with an analysis the meta-verifier finds faithful."""
+    with an analysis the meta-verifier finds faithful (DeepSeekMath-V2, arXiv:2511.22570, the proof
+    generator's reward with self-verification; α = 0.76, β = 0.24).
+
+    ``formatted`` is R_format(Y, Z): Z parses **and Y shows its working** (:func:`shows_working`). The
+    paper's Y is a complete proof; with R_format read as Z's format alone, a bare answer honestly
+    self-scored 0 earns β every time, and a generator collapses onto bare answers, whose groups have no
+    variance to climb out with (docs/results/rewards.md)."""
     r_z = score_reward(self_score, solution_score) * meta
     return float(formatted) * (alpha * solution_score + beta * r_z)
 

@@ -19,6 +19,7 @@ from selfverify.judges.rewards import (
     mix_step_rewards,
     outcome_rewards,
     self_verify_reward,
+    shows_working,
     verifier_reward,
 )
 from selfverify.recipes.judge_data import Labelled, MetaItem, World, solution_part
@@ -105,7 +106,8 @@ def generator_rewards(
     """The loop generator's reward by ``reward.mode``: outcome (the task's check, no model call);
     otherwise **calls the verifier** on every solution — process: its step scores as step rewards; mix:
     those mixed with the outcome; self_verify: R_format·(α·R_Y + β·R_Z), which also **calls the
-    meta-verifier** on the generator's own analysis."""
+    meta-verifier** on the generator's own analysis (R_format: the analysis parses and the solution
+    shows its working)."""
     task, fmt, mode = world.task, world.fmt, cfg.reward.mode
 
     def reward_fn(problems: list[TaskProblem], rollout: Rollout) -> Scored:
@@ -127,7 +129,7 @@ def generator_rewards(
             rewards = []
             for v, s, z, (ms, _) in zip(verdicts, solutions, evaluations, metas, strict=True):
                 own = fmt.parse_analysis(z, len(s)) if z is not None else None
-                formatted = own is not None and own.parsed
+                formatted = shows_working(s) and own is not None and own.parsed
                 own_score = own.score if own else 0.0
                 rewards.append(
                     self_verify_reward(

@@ -16,9 +16,11 @@ Five methods over the same problems, so they compare at equal generated tokens:
   it stops when a candidate passes all n verifications, or after R rounds.
 
 A candidate's score is the mean of its kept analyses (unparsed ones and issues the meta-verifier did
-not confirm are dropped; none kept: 0). Ties go to the candidate that cost fewer tokens, then the
-earlier. Every model call is batched across the problems solved together, and every generated token
-is counted by role (generator, verifier, meta-verifier).
+not confirm are dropped; none kept: 0). ``best_of_n`` and ``search`` pick as the paper aggregates
+(:func:`choose`): among the candidates that pass (``search``: every verification scored 1) or else
+share the best score, the answer most of them agree on wins, not the shortest candidate. Every model
+call is batched across the problems solved together, and every generated token is counted by role
+(generator, verifier, meta-verifier).
 """
 
 from __future__ import annotations
@@ -93,7 +95,29 @@ class Attempt:
 
 
 def wins_by_score(c: Candidate) -> tuple[float, int, int]:
+    """The order in which ``search`` refines candidates: the best score first, then the cheaper."""
     return (-c.score, c.tokens, c.id)
+
+
+def choose(candidates: Sequence[Candidate], verifications: int | None = None) -> Candidate:
+    """DeepSeekMath-V2's aggregation: the candidates that pass all ``verifications`` (None: none is
+    asked to), else those that share the best score, vote with their answers; the answer most of them
+    give wins (ties: the answer all candidates giving it score more for, then the earlier), and its
+    earliest candidate is chosen. Agreement among verified candidates, not length, decides: the
+    shortest passing candidate is as often a lucky guess as a right one."""
+    pool = [c for c in candidates if verifications is not None and c.passes(verifications)]
+    if not pool:
+        best = max(c.score for c in candidates)
+        pool = [c for c in candidates if c.score == best]
+    votes = Counter(c.answer for c in pool if c.answer is not None)
+    if not votes:
+        return pool[0]
+    support: Counter = Counter()
+    for c in candidates:
+        if c.answer is not None:
+            support[c.answer] += c.score
+    answer = max(votes, key=lambda x: (votes[x], support[x]))  # max keeps the first of equals
+    return next(c for c in pool if c.answer == answer)
 
 
 @dataclass
@@ -139,7 +163,7 @@ class Solver:
         self._sample(attempts, self.cfg.candidates)
         self._verify([(a, c) for a in attempts for c in a.candidates], round=0)
         for a in attempts:
-            a.chosen = min(a.candidates, key=wins_by_score)
+            a.chosen = choose(a.candidates)
 
     def self_refine(self, attempts: list[Attempt]) -> None:
         self._sample(attempts, self.cfg.candidates)
@@ -181,8 +205,7 @@ class Solver:
             for a in {id(a): a for a, _ in new}.values():
                 a.rounds = r
         for a in attempts:
-            passing = [c for c in a.candidates if c.passes(n)]
-            a.chosen = min(passing or a.candidates, key=wins_by_score)
+            a.chosen = choose(a.candidates, n)
 
     # --- the stages: each one batched call per role -----------------------------------------------
     def _seed(self, stage: str, round: int) -> int:

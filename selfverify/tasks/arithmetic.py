@@ -216,6 +216,52 @@ def check_solution(problem: Problem, solution: str) -> StepCheck:
     return StepCheck(steps, labels, earliest, answer, correct)
 
 
+# What went wrong at a solution's earliest wrong step (:func:`error_kind`).
+ERROR_KINDS = (
+    "carry",  # the arithmetic off by 10, 100, ...: a carry or borrow dropped or added
+    "sign",  # the arithmetic right but for its sign
+    "slip",  # any other arithmetic error
+    "copy",  # a step starts from a value other than the previous step's result
+    "operand",  # the problem's next number misread
+    "operation",  # another operation than the problem's next
+    "skip",  # an operation of the problem left out (the step does a later one)
+    "form",  # a line that is neither a step nor an answer
+    "early",  # the answer given before every operation was done, or no answer line
+    "answer",  # the answer line does not repeat the last result
+)
+
+
+def error_kind(problem: Problem, solution: str) -> str | None:
+    """The kind of error (:data:`ERROR_KINDS`) at the earliest wrong step of ``solution``; None when
+    it has none. A bare answer that is wrong counts as ``early``."""
+    check = check_solution(problem, solution)
+    k = check.earliest_error
+    if k == -1:
+        return None
+    steps, ops = check.steps, problem.ops
+    if k >= len(steps):
+        return "early"
+    line = steps[k]
+    if (m := ANSWER_RE.match(line)) is not None:
+        return "early" if k < len(ops) else "answer"
+    if (m := STEP_RE.match(line)) is None or k >= len(ops):
+        return "form"
+    a, op, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+    if (op, b) != ops[k]:
+        if (op, b) in ops[k + 1 :]:
+            return "skip"
+        return "operation" if op != ops[k][0] else "operand"
+    if a != ([problem.start, *problem.running_values()])[k]:
+        return "copy"
+    true = OPS[op](a, b)
+    if c == true:
+        return "early"  # every step right to here, the answer line missing
+    if c == -true:
+        return "sign"
+    off = str(abs(c - true))
+    return "carry" if len(off) > 1 and off.rstrip("0") == "1" else "slip"
+
+
 _PROMPT_RE = re.compile(rf"^Q:({_NUM})((?:[+\-*]{_NUM})+)$")
 _OP_RE = re.compile(rf"([+\-*])({_NUM})")
 
@@ -273,6 +319,9 @@ class EmbeddedTask:
 
     def expected_steps(self, problem: Problem, n: int) -> list[str]:
         return (problem.reference_solution().splitlines() + ["."] * n)[:n]
+
+    def error_kind(self, problem: Problem, solution: str) -> str | None:
+        return error_kind(problem, solution)
 
     def synthetic_solution(
         self,
