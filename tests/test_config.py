@@ -278,3 +278,31 @@ def test_configuration_reference_is_current():
     )
     for key in schema_keys():
         assert f"| `{key}` |" in committed.read_text(encoding="utf-8"), key
+
+
+def test_the_hard_preset_fits_its_world_in_its_budgets():
+    """configs/hard.yaml: long worked solutions with multiplication, every one within the generator's
+    budget, and every reference analysis and meta-verification within the judge's budget and the
+    model's context (the character model: a token per character)."""
+    from selfverify.judges.compact_judge import (
+        meta_prompt,
+        meta_reference,
+        reference_analysis,
+        verifier_prompt,
+    )
+    from selfverify.tasks import train_problems
+
+    cfg = load_config(config_dir() / "hard.yaml")
+    assert cfg.pipeline == "selfverify" and "*" in cfg.task.ops
+    problems = train_problems(cfg.task, 2000, seed=0, tag="budget", exclude=set())
+    lengths = sorted(len(p.reference_solution()) for p in problems)
+    assert 60 <= sum(lengths) / len(lengths) <= 200 and lengths[-1] < cfg.rl.max_new_tokens
+    for p in problems[:300]:
+        steps = p.reference_solution().splitlines()
+        analysis = reference_analysis(p, steps)
+        meta, _ = meta_reference(p, steps, analysis)
+        assert max(len(analysis), len(meta)) < cfg.loop.judge_max_new_tokens
+        longest_prompt = max(
+            len(verifier_prompt(p.prompt, steps)), len(meta_prompt(p.prompt, steps, analysis))
+        )
+        assert longest_prompt + cfg.loop.judge_max_new_tokens <= cfg.model.max_positions

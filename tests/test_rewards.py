@@ -1,9 +1,11 @@
 """DeepSeekMath-V2 rewards and the process/outcome mix, hand-computed."""
 
 import pytest
+import torch
 
-from selfverify.config.schema import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA
-from selfverify.judges.compact_judge import parse_analysis, reference_analysis, true_score
+from selfverify.config.schema import SELF_VERIFY_ALPHA, SELF_VERIFY_BETA, ModelSpec
+from selfverify.judges.compact_judge import CompactFormat, parse_analysis, reference_analysis, true_score
+from selfverify.judges.generative import MetaVerifier
 from selfverify.judges.rewards import (
     meta_verifier_reward,
     mix_step_rewards,
@@ -13,6 +15,11 @@ from selfverify.judges.rewards import (
     shows_working,
     verifier_reward,
 )
+from selfverify.recipes.judge_data import Labelled
+from selfverify.recipes.rewards import verifier_rewards
+from selfverify.runtime.models import build_char_tokenizer, build_model
+from selfverify.runtime.rollout import Rollout
+from selfverify.runtime.workers import LMWorker
 from selfverify.tasks import Problem, check_solution
 
 
@@ -97,3 +104,27 @@ def test_mix_step_rewards_does_not_modify_its_input() -> None:
     scores = [[1.0, 0.0]]
     mix_step_rewards(scores, [1.0], 1.0, 1.0)
     assert scores == [[1.0, 0.0]]
+
+
+def test_the_verifier_reward_without_r_meta_does_not_ask_the_meta_verifier() -> None:
+    """loop.verifier_meta_reward=false, the R_meta ablation: R_format·R_score alone. With R_meta, an
+    auditor that confirms nothing (an untrained model: its verdicts do not parse) gives nothing."""
+    fmt = CompactFormat()
+    p = Problem(5, (("-", 7), ("-", 6), ("+", 3)))
+    solutions = [p.reference_solution().splitlines(), ["5-7=-2", "-2-6=-9", "-9+3=-6", "A:-6"]]
+    items = []
+    for steps in solutions:
+        score = true_score(p, check_solution(p, "\n".join(steps)))
+        prompt = fmt.verifier_prompt(p.text, steps)
+        items.append(Labelled(p, tuple(steps), reference_analysis(p, steps), score, prompt))
+    texts = [it.analysis for it in items] + [reference_analysis(p, solutions[0])]  # the last: a missed error
+    items.append(items[1])
+    # The reward reads the rollout's texts alone.
+    rollout = Rollout(
+        torch.zeros(3, 1), torch.ones(3, 1), torch.ones(3, 1), 0, texts, torch.zeros(3, dtype=bool)
+    )
+    assert verifier_rewards(fmt, None)(items, rollout).rewards.tolist() == [1.0, 1.0, 0.0]
+    tok = build_char_tokenizer()
+    spec = ModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    untrained = MetaVerifier(LMWorker(build_model(spec, tok, 0), tok), max_new_tokens=4)
+    assert verifier_rewards(fmt, untrained)(items, rollout).rewards.tolist() == [0.0, 0.0, 0.0]

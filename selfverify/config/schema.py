@@ -337,6 +337,12 @@ class RoundsConfig:
         "join the judge's cold-start pool (task gsm8k or math).",
     )
     verifier_rl_steps: int = option(10, "The verifier's RL steps per round.")
+    verifier_meta_reward: bool = option(
+        True,
+        "The verifier's RL reward is R_format·R_score·R_meta (DeepSeekMath-V2): an analysis earns only "
+        "as much as the meta-verifier finds it faithful. false: R_format·R_score alone, free to report "
+        "issues that are not there (the meta-verifier ablation).",
+    )
     meta_rl_steps: int = option(10, "The meta-verifier's RL steps per round.")
     judge_prompts_per_step: int = option(16, "Prompts per judge RL step." + _JUDGE_RL)
     judge_group_size: int = option(4, "Responses per prompt in the judges' RL." + _JUDGE_RL)

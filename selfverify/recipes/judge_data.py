@@ -266,6 +266,13 @@ def evaluate_judges(
     missed = [h for h, kind in zip(hits, kinds, strict=True) if kind == "missed"]
     false_alarms = [h for h, kind in zip(hits, kinds, strict=True) if kind == "false_alarm"]
     on_unfaithful, on_faithful = _rate(unfaithful), _rate(faithful)
+    # The issues the analyses report (a step named wrong), real or not: a miss reports none or a later
+    # one, which scaled verification's many analyses are there to catch, so it is kept apart.
+    reported = [
+        kind != "false_alarm"
+        for v, kind in zip(verdicts, kinds, strict=True)
+        if v.parsed and v.earliest_error >= 0
+    ]
     n = len(samples)
     return {  # None: no sample of that kind (e.g. no error-free sample), so no figure
         "verifier_f1": pb["f1"],
@@ -289,6 +296,8 @@ def evaluate_judges(
         "meta_accuracy_missed_errors": _rate(missed),
         "verifier_false_alarms": float(len(false_alarms)),
         "meta_accuracy_false_alarms": _rate(false_alarms),
+        "verifier_reported_issues": float(len(reported)),
+        "verifier_issue_faithfulness": _rate(reported),
         "sample_true_score": sum(truth) / n,
         "reward_hacking_gap": (sum(v.score for v in verdicts) - sum(truth)) / n,
     }

@@ -53,17 +53,24 @@ def task_rewards(task: Task, tok: PreTrainedTokenizerBase, reward: RewardConfig)
     return reward_fn
 
 
-def verifier_rewards(fmt: JudgeFormat, meta: MetaVerifier) -> RewardFn:
+def verifier_rewards(fmt: JudgeFormat, meta: MetaVerifier | None) -> RewardFn:
     """The verifier's RL reward R_format·R_score·R_meta on labelled samples: **calls the meta-verifier**
-    on every analysis the verifier wrote."""
+    on every analysis the verifier wrote. ``meta`` None: R_format·R_score alone (R_meta = 1), the
+    ablation in which nothing stops the verifier from reporting issues that are not there."""
 
     def reward_fn(items: list[Labelled], rollout: Rollout) -> Scored:
         verdicts = [fmt.parse_analysis(t, len(it.steps)) for it, t in zip(items, rollout.texts, strict=True)]
-        metas = meta.meta_verify([it.problem.text for it in items], [it.steps for it in items], rollout.texts)
+        if meta is None:
+            metas = [1.0] * len(items)
+        else:
+            judged = meta.meta_verify(
+                [it.problem.text for it in items], [it.steps for it in items], rollout.texts
+            )
+            metas = [ms for ms, _ in judged]
         return _scored(
             [
                 verifier_reward(v.parsed, v.score, it.score, ms)
-                for v, it, (ms, _) in zip(verdicts, items, metas, strict=True)
+                for v, it, ms in zip(verdicts, items, metas, strict=True)
             ]
         )
 

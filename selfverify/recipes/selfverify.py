@@ -310,7 +310,8 @@ def train_judges(run: Run) -> None:
 
         judge_sft(run, auto_batch, lc.auto_sft_steps, lc.auto_sft_lr)
     fmt, meta = judges.world.fmt, judges.meta
-    judge_rl(run, judges.verifier, data, verifier_rewards(fmt, meta), lc.verifier_rl_steps, "verifier")
+    auditor = meta if lc.verifier_meta_reward else None
+    judge_rl(run, judges.verifier, data, verifier_rewards(fmt, auditor), lc.verifier_rl_steps, "verifier")
     if meta.blind:  # its RL trains the analysis it audits with, on the verifier's data
         meta_fmt = judges.world.meta_fmt
         own = [
