@@ -36,7 +36,17 @@ def _run(run_dir: Path, overrides: list[str]) -> dict:
 
 
 @pytest.mark.parametrize(
-    "mode", ["outcome", "process", "self_verify", "mix", "process objective=ppo", "process objective=dapo"]
+    "mode",
+    [
+        "outcome",
+        "process",
+        "self_verify",
+        "mix",
+        "process objective=ppo",
+        "process objective=dapo",
+        # refinements of the generator's own drafts in its RL; the verifier's RL without R_meta
+        "process loop.refine_rl_fraction=0.5 loop.verifier_meta_reward=false",
+    ],
 )
 def test_every_reward_mode_completes_with_round_figures(tmp_path, tiny_overrides, tiny_loop, mode):
     summary = _run(tmp_path / "run", [*tiny_overrides, *tiny_loop, *f"reward.mode={mode}".split()])
@@ -335,3 +345,44 @@ def test_every_rl_phase_and_round_draws_its_own_samples(tmp_path, tiny_overrides
     # 2 rounds × (2 verifier + 2 meta + 2 generator) steps, less the verifier's in a round whose scaled
     # verification kept no auto-label
     assert len(seeds) >= 10 and len(set(seeds)) == len(seeds)
+
+
+def test_refinement_prompts_pose_the_drafts_the_verifier_finds_an_issue_in() -> None:
+    """loop.refine_rl_fraction: the last share of a step's problems whose draft the verifier scores
+    below 1 become refinement prompts over that draft and its analysis, scored as their own problem.
+    Drafts: the embedded world's synthetic solutions; the verifier: the ground-truth analysis."""
+    import random
+
+    from selfverify.config.schema import TaskSpec
+    from selfverify.judges.compact_judge import CompactFormat, parse_analysis, reference_analysis
+    from selfverify.tasks import EmbeddedTask
+
+    task, fmt = EmbeddedTask(TaskSpec()), CompactFormat()
+    problems = task.train_problems(8, seed=0, tag="refine", exclude=set())
+    drafts: dict[int, list[list[str]]] = {}
+
+    def draft(ps: list, refill: int) -> list[list[str]]:
+        rng = random.Random(refill)
+        drafts[refill] = [task.synthetic_solution(p, rng, correct_fraction=0.5)[1] for p in ps]
+        return drafts[refill]
+
+    def analyse(ps: list, steps: list[list[str]]) -> list[Verdict]:
+        return [parse_analysis(reference_analysis(p, s), len(s)) for p, s in zip(ps, steps, strict=True)]
+
+    source = generator_recipe.refining_source(lambda refill: problems, 0.5, draft, analyse, fmt.refine_prompt)
+    posed = source(3)
+    assert posed[:4] == problems[:4]
+    revised = 0
+    for p, q, steps in zip(problems[4:], posed[4:], drafts[3], strict=True):
+        if task.check(p, "\n".join(steps)).earliest_error == -1:
+            assert q is p
+            continue
+        revised += 1
+        assert isinstance(q, generator_recipe.Revision) and (q.problem, q.text, q.answer) == (
+            p,
+            p.text,
+            p.answer,
+        )
+        assert q.prompt == fmt.refine_prompt(p.text, steps, [reference_analysis(p, steps)])
+    assert revised > 0 and generator_recipe.unrevised(posed) == problems
+    assert source(3) == posed  # drafts keyed by the refill: a resumed step poses the same prompts

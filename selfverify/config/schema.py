@@ -337,6 +337,13 @@ class RoundsConfig:
         "join the judge's cold-start pool (task gsm8k or math).",
     )
     verifier_rl_steps: int = option(10, "The verifier's RL steps per round.")
+    refine_rl_fraction: float = option(
+        0.0,
+        "Of each generator RL step's prompts, the share posed as refinements (DeepSeekMath-V2's "
+        "sequential refinement, trained by RL): the generator's own draft of the problem and the "
+        "verifier's analysis of it, where that analysis finds an issue; the revision is rewarded as "
+        "any solution (reward.mode). 0: refinement is only demonstrated in the cold start.",
+    )
     verifier_meta_reward: bool = option(
         True,
         "The verifier's RL reward is R_format·R_score·R_meta (DeepSeekMath-V2): an analysis earns only "

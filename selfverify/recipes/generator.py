@@ -7,12 +7,13 @@ both jobs resume inside a phase at the step they last saved.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
 from selfverify.config.schema import Config, RLConfig
+from selfverify.judges.base import Verdict
 from selfverify.recipes.coldstart import demonstrations
 from selfverify.recipes.rl_step import ProblemSource, RewardFn, rl_step, value_pretrain_step
 from selfverify.runtime.workers import LMWorker
@@ -33,6 +34,60 @@ def problem_source(cfg: Config, task: Task, exclude: set[TaskProblem], tag: str)
         tag=tag if refill == 0 else f"{tag}-r{refill}",
         exclude=exclude,
     )
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A training problem posed as a refinement (DeepSeekMath-V2's sequential refinement, trained by
+    RL): ``prompt`` shows the generator's own flawed draft and the verifier's analysis of it, and the
+    response, the revised solution, is rewarded as any solution of ``problem``."""
+
+    problem: TaskProblem
+    prompt: str
+
+    @property
+    def text(self) -> str:
+        return self.problem.text
+
+    @property
+    def answer(self) -> object:
+        return self.problem.answer
+
+
+def unrevised(problems: Sequence[TaskProblem]) -> list[TaskProblem]:
+    """The problems a step's responses solve: a refinement's own problem in place of it."""
+    return [p.problem if isinstance(p, Revision) else p for p in problems]
+
+
+def refining_source(
+    base: ProblemSource,
+    fraction: float,
+    draft: Callable[[list[TaskProblem], int], list[list[str]]],
+    analyse: Callable[[list[TaskProblem], list[list[str]]], list[Verdict]],
+    refine_prompt: Callable[[str, Sequence[str], Sequence[str]], str],
+) -> ProblemSource:
+    """``base``'s prompts with the last ``fraction`` of them posed as refinements where the verifier
+    finds an issue in a draft: ``draft(problems, refill)`` samples one solution (its steps) of each,
+    ``analyse`` is the verifier's greedy analysis, and a draft it scores below 1 becomes a
+    :class:`Revision` prompt over the draft and that analysis; a draft it passes leaves its problem
+    an ordinary prompt. The refinement then learns from the verifier's score of what it writes, not
+    only from the cold start's demonstrations over injected errors."""
+
+    def source(refill: int) -> list[TaskProblem]:
+        problems = base(refill)
+        k = round(len(problems) * fraction)
+        if k == 0:
+            return problems
+        tail = problems[-k:]
+        drafts = draft(tail, refill)
+        verdicts = analyse(tail, drafts)
+        revised = [
+            Revision(p, refine_prompt(p.text, steps, [v.analysis])) if v.parsed and v.score < 1.0 else p
+            for p, steps, v in zip(tail, drafts, verdicts, strict=True)
+        ]
+        return problems[:-k] + revised
+
+    return source
 
 
 def cold_start(

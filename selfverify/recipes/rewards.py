@@ -22,6 +22,7 @@ from selfverify.judges.rewards import (
     shows_working,
     verifier_reward,
 )
+from selfverify.recipes.generator import unrevised
 from selfverify.recipes.judge_data import Labelled, MetaItem, World, solution_part
 from selfverify.recipes.rl_step import RewardFn, Scored, step_scored
 from selfverify.runtime.rollout import Rollout
@@ -118,6 +119,7 @@ def generator_rewards(
     task, fmt, mode = world.task, world.fmt, cfg.reward.mode
 
     def reward_fn(problems: list[TaskProblem], rollout: Rollout) -> Scored:
+        problems = unrevised(problems)  # a refinement is scored as a solution of its problem
         solutions = [task.split_steps(solution_part(cfg, world, t)) for t in rollout.texts]
 
         def outcome() -> torch.Tensor:

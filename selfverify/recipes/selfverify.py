@@ -31,7 +31,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from selfverify.config.schema import Config
+from selfverify.config.schema import Config, RLConfig
+from selfverify.judges.base import Verdict
 from selfverify.judges.generative import (
     GenerativeVerifier,
     LMJudge,
@@ -40,7 +41,7 @@ from selfverify.judges.generative import (
     require_version,
 )
 from selfverify.recipes.evaluate import evaluate_generator
-from selfverify.recipes.generator import GeneratorRL, cold_start, problem_source
+from selfverify.recipes.generator import GeneratorRL, cold_start, problem_source, refining_source
 from selfverify.recipes.judge_data import (
     Example,
     Labelled,
@@ -62,7 +63,7 @@ from selfverify.recipes.judge_data import (
     verifier_metrics,
 )
 from selfverify.recipes.rewards import generator_rewards, meta_rewards, own_check_rewards, verifier_rewards
-from selfverify.recipes.rl_step import RewardFn, lr_decay_steps, rl_step, uses_critic
+from selfverify.recipes.rl_step import ProblemSource, RewardFn, lr_decay_steps, rl_step, uses_critic
 from selfverify.runtime.backends import Backend, make_backend
 from selfverify.runtime.checkpoint import CheckpointError, read_state, save_bundle
 from selfverify.runtime.models import chat_prompter
@@ -345,7 +346,8 @@ def train_generator(run: Run) -> None:
         resume=state.step > 0,
     )
     reward_fn = generator_rewards(cfg, judges.world, gen.get_tokenizer(), judges.verifier, judges.meta)
-    job = GeneratorRL(gen, rl, reward_fn, run.source_for, run.tracker, cfg.seed, r, run.progress)
+    source_for = refinement_source_for(run, rl) if cfg.loop.refine_rl_fraction > 0 else run.source_for
+    job = GeneratorRL(gen, rl, reward_fn, source_for, run.tracker, cfg.seed, r, run.progress)
     if uses_critic(rl) and state.step == 0:
         job.value_pretraining(
             tag=f"vp-{r}", log_offset=r * rl.value_pretrain_steps, desc=f"round {r}: value pretraining"
@@ -361,6 +363,32 @@ def train_generator(run: Run) -> None:
         desc=f"round {r}: generator RL",
     )
     gen.end_training()
+
+
+def refinement_source_for(run: Run, rl: RLConfig) -> Callable[[str], ProblemSource]:
+    """The generator RL's prompts with ``loop.refine_rl_fraction`` of each step's posed as refinements of
+    the generator's own drafts that the verifier finds an issue in (``refining_source``); each draft
+    keyed by the step's tag, the round and the refill, so a resumed run draws it again."""
+    cfg, judges, r = run.cfg, run.judges, run.state.round
+    assert judges is not None
+
+    def for_tag(tag: str) -> ProblemSource:
+        def draft(problems: list[TaskProblem], refill: int) -> list[list[str]]:
+            out = run.generator.generate(
+                [p.prompt for p in problems],
+                max_new_tokens=rl.max_new_tokens,
+                temperature=rl.temperature,
+                seed=stream_seed(cfg.seed, f"refine-draft-{tag}", r, refill),
+            )
+            return [run.task.split_steps(solution_part(cfg, judges.world, t)) for t in out.texts]
+
+        def analyse(problems: list[TaskProblem], drafts: list[list[str]]) -> list[Verdict]:
+            return judges.verifier.analyse([p.text for p in problems], drafts)
+
+        fraction, refine_prompt = cfg.loop.refine_rl_fraction, run.base_world.fmt.refine_prompt
+        return refining_source(run.source_for(tag), fraction, draft, analyse, refine_prompt)
+
+    return for_tag
 
 
 def recheck_judges(run: Run) -> None:
