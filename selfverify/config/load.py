@@ -225,6 +225,7 @@ LIMITS: dict[str, Limit] = {
             "loop.judge_meta_fraction",
             "loop.auto_sft_fraction",
             "loop.judge_val_f1",
+            "loop.refine_rl_fraction",
         ),
         FRACTION,
     ),

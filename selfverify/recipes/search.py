@@ -103,8 +103,7 @@ def choose(candidates: Sequence[Candidate], verifications: int | None = None) ->
     """DeepSeekMath-V2's aggregation: the candidates that pass all ``verifications`` (None: none is
     asked to), else those that share the best score, vote with their answers; the answer most of them
     give wins (ties: the answer all candidates giving it score more for, then the earlier), and its
-    earliest candidate is chosen. Agreement among verified candidates, not length, decides: the
-    shortest passing candidate is as often a lucky guess as a right one."""
+    earliest candidate is chosen. Agreement among verified candidates decides, not their length."""
     pool = [c for c in candidates if verifications is not None and c.passes(verifications)]
     if not pool:
         best = max(c.score for c in candidates)
