@@ -266,3 +266,20 @@ def test_choose_lets_agreement_among_the_best_decide_not_length() -> None:
     # Equal support: the earlier; no answers at all: the earliest of the pool.
     assert choose([_scored(0, "1", [1.0]), _scored(1, "2", [1.0])]).id == 0
     assert choose([_scored(0, None, [0.0]), _scored(1, None, [1.0])]).id == 1
+
+
+def test_headroom_reports_greedy_and_the_oracle_over_samples(run_dir: Path) -> None:
+    """scripts/headroom.py on the tiny run's generator: greedy, pass@k rising with k, majority."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parents[1] / "scripts" / "headroom.py"
+    cmd = [sys.executable, str(script), str(run_dir), "--k", "4", "--problems", "6"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert out["problems"] == 6 and 0.0 <= out["greedy"] <= 1.0
+    passes = [out[f"pass@{k}"] for k in (1, 2, 4)]
+    assert passes == sorted(passes) and out["pass@1"] <= passes[-1] <= 1.0
+    assert 0.0 <= out["majority@4"] <= passes[-1]  # a vote is right only where some sample is
+    assert sum(out["greedy_errors"].values()) == pytest.approx(1.0 - out["greedy_valid"])
