@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from selfverify.config.load import load_config
+from selfverify.judges.rewards import shows_working
 from selfverify.runtime.models import chat_prompter
 from selfverify.runtime.workers import build
 from selfverify.tasks.registry import make_task
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         [q.prompt for q in held], max_new_tokens=budget, batch_size=256, greedy=True
     )
     checks = [task.check(q, t) for q, t in zip(held, greedy, strict=True)]
-    kinds = Counter(task.error_kind(q, t) for q, t in zip(held, greedy, strict=True))
+    kinds = Counter(task.error_kind(q, c) for q, c in zip(held, checks, strict=True))
     texts = worker.generate_texts(
         [q.prompt for q in held for _ in range(k)],
         max_new_tokens=budget,
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         "problems": n,
         "greedy": sum(c.correct for c in checks) / n,
         "greedy_valid": sum(c.correct and c.all_steps_valid for c in checks) / n,
-        "greedy_bare": sum(len(c.steps) <= 1 for c in checks) / n,
+        "greedy_bare": sum(not shows_working(c.steps) for c in checks) / n,
         "greedy_length": sum(map(len, greedy)) / n,
         "greedy_errors": {str(kind): v / n for kind, v in kinds.most_common() if kind is not None},
         "sample_accuracy": sum(c.correct for row in samples for c in row) / (n * k),

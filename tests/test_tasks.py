@@ -139,4 +139,5 @@ def test_embedded_rule_verifier_through_the_interface():
     ],
 )
 def test_error_kind_names_the_earliest_error(solution: str, kind: str | None) -> None:
-    assert error_kind(Problem(47, (("+", 38), ("*", 3), ("-", 9))), solution) == kind
+    problem = Problem(47, (("+", 38), ("*", 3), ("-", 9)))
+    assert error_kind(problem, check_solution(problem, solution)) == kind

@@ -35,7 +35,7 @@ def evaluate_generator(
             correct += check.correct
             valid += check.correct and check.all_steps_valid
             bare += not shows_working(check.steps)
-            if error_kind is not None and (kind := error_kind(p, solution_of(text))) is not None:
+            if error_kind is not None and (kind := error_kind(p, check)) is not None:
                 kinds[kind] += 1
         length += out.lengths.sum().item()
     n = len(problems)

@@ -231,10 +231,9 @@ ERROR_KINDS = (
 )
 
 
-def error_kind(problem: Problem, solution: str) -> str | None:
-    """The kind of error (:data:`ERROR_KINDS`) at the earliest wrong step of ``solution``; None when
-    it has none. A bare answer that is wrong counts as ``early``."""
-    check = check_solution(problem, solution)
+def error_kind(problem: Problem, check: StepCheck) -> str | None:
+    """The kind of error (:data:`ERROR_KINDS`) at the earliest wrong step of a solution, from its
+    :func:`check_solution`; None when it has none. A bare answer counts as ``early``."""
     k = check.earliest_error
     if k == -1:
         return None
@@ -242,7 +241,7 @@ def error_kind(problem: Problem, solution: str) -> str | None:
     if k >= len(steps):
         return "early"
     line = steps[k]
-    if (m := ANSWER_RE.match(line)) is not None:
+    if ANSWER_RE.match(line) is not None:
         return "early" if k < len(ops) else "answer"
     if (m := STEP_RE.match(line)) is None or k >= len(ops):
         return "form"
@@ -320,8 +319,8 @@ class EmbeddedTask:
     def expected_steps(self, problem: Problem, n: int) -> list[str]:
         return (problem.reference_solution().splitlines() + ["."] * n)[:n]
 
-    def error_kind(self, problem: Problem, solution: str) -> str | None:
-        return error_kind(problem, solution)
+    def error_kind(self, problem: Problem, check: StepCheck) -> str | None:
+        return error_kind(problem, check)
 
     def synthetic_solution(
         self,
