@@ -167,6 +167,9 @@ def test_every_choice_is_checked_with_the_allowed_values(override, key, allowed)
         (["loop.meta_audit=auto"], "loop.meta_audit"),
         # Auto decides by the cold start's check: without one it has nothing to decide by.
         (["loop.meta_apart=true", "loop.meta_audit=auto", "loop.judge_val_f1=null"], "loop.meta_audit"),
+        # A bound below an operand, or with nothing that can step back within it, leaves no draw.
+        (["task.max_value=5"], "task.max_value"),
+        (["task.ops='*'", "task.max_value=99"], "task.max_value"),
     ],
 )
 def test_values_that_cannot_run_are_refused(overrides, key):

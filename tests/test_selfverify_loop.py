@@ -14,7 +14,7 @@ from selfverify.judges.compact_judge import FORMAT_VERSION
 from selfverify.loop import main
 from selfverify.recipes import generator as generator_recipe
 from selfverify.recipes import selfverify as selfverify_recipe
-from selfverify.recipes.judge_data import misjudgement
+from selfverify.recipes.judge_data import located_by_kind, misjudgement
 from selfverify.runtime.checkpoint import CheckpointError, read_state, write_state
 from selfverify.utils.tracking import read_metrics
 
@@ -205,6 +205,28 @@ def test_an_unfaithful_analysis_is_told_by_how_it_misjudges() -> None:
     assert misjudgement(named(-1, parsed=False), 2) is None
 
 
+def test_the_errors_a_verifier_locates_are_counted_by_kind() -> None:
+    """located/<kind>: of the wrong samples whose earliest error is of a kind, the share whose analysis
+    names that step; right samples and unparsed analyses count as the checker says."""
+    from selfverify.tasks import Problem, TaskSpec
+    from selfverify.tasks.arithmetic import EmbeddedTask
+
+    task, p = EmbeddedTask(TaskSpec()), Problem(12, (("+", 7), ("*", 3), ("-", 4)))
+    solutions = [
+        "12+7=19\n19*3=58\n58-4=54\nA:54",  # slip at step 1, located
+        "12+7=19\n19*3=58\n58-4=54\nA:54",  # slip at step 1, passed
+        "12+7=19\n19*3=57\nA:57",  # answered early at step 2, named a step late
+        "12+7=19\n19*3=57\n57-4=53\nA:53",  # right: no kind
+    ]
+    checks = [task.check(p, s) for s in solutions]
+
+    def named(step: int) -> Verdict:
+        return Verdict([1.0] * 4, step, 0.0 if step >= 0 else 1.0, "")
+
+    verdicts = [named(1), named(-1), named(3), named(-1)]
+    assert located_by_kind(task, [p] * 4, verdicts, checks) == {"located/early": 0.0, "located/slip": 0.5}
+
+
 def test_a_judge_below_its_check_goes_on_training(tmp_path, tiny_overrides, tiny_loop):
     """loop.judge_val_f1: the judge cold start is checked on fresh generator samples and, below the
     bar, goes on for loop.judge_extend_steps more steps of data of their own, at most
@@ -216,6 +238,8 @@ def test_a_judge_below_its_check_goes_on_training(tmp_path, tiny_overrides, tiny
     # The figure checked: F1, or the accuracy on the one kind of sample the tiny generator wrote.
     scores = [next(r[k] for k in ("f1", "acc_err", "acc_corr") if r[k] is not None) for r in checks]
     assert scores[0] < 1.0 and summary["judge_val_f1"] == scores[1]
+    located = [k for k in checks[0] if k.startswith("located/")]  # the tiny generator writes wrong samples
+    assert located and all(0.0 <= checks[0][k] <= 1.0 for k in located)
     cold_start = [r["step"] for r in metrics if r["phase"] == "judge_sft" and r["round"] == 0]
     assert cold_start == [1, 2, 3, 4, 5]  # 3 steps, then 2 more
     assert summary["judge_sft_extends"] == 1

@@ -32,6 +32,19 @@ def test_reference_solutions_are_fully_correct():
         assert parse_problem(p.prompt) == p
 
 
+def test_a_bounded_world_keeps_every_running_value_within_its_bound():
+    rng, spec = random.Random(2), TaskSpec(min_ops=8, max_ops=12, ops="+-*", max_value=99)
+    problems = [sample_problem(rng, spec) for _ in range(300)]
+    for p in problems:
+        values = [int(line.split("=")[1]) for line in p.reference_solution().splitlines()[:-1]]
+        assert len(values) == len(p.ops) and max(map(abs, values)) <= 99
+    # Every operation is still drawn: the bound narrows operands, it does not drop an operation.
+    assert {op for p in problems for op, _ in p.ops} == {"+", "-", "*"}
+    assert sample_problem(random.Random(2), TaskSpec(max_value=None)) == sample_problem(
+        random.Random(2), TaskSpec()
+    )
+
+
 @pytest.mark.parametrize(
     ("solution", "labels", "earliest", "correct"),
     [

@@ -276,6 +276,13 @@ def check_choices(cfg: Config) -> None:
                 raise ConfigError(f"config key '{key}.{kind}': {weight!r} is negative")
         if sum(weights.values()) <= 0:
             raise ConfigError(f"config key '{key}': no kind of error has a positive weight")
+    if cfg.task.max_value is not None and (
+        cfg.task.max_value < cfg.task.max_operand or not set(cfg.task.ops) & set("+-")
+    ):
+        raise ConfigError(
+            f"config key 'task.max_value': {cfg.task.max_value} needs task.ops to hold + or - and to be at "
+            f"least task.max_operand ({cfg.task.max_operand}), or every draw could run out of operations"
+        )
     if cfg.train.ranks > 1 and (cfg.train.engine != "deepspeed" or cfg.backend.name != "ray"):
         raise ConfigError(
             f"config key 'train.ranks': {cfg.train.ranks} data-parallel ranks need train.engine=deepspeed "

@@ -62,6 +62,12 @@ class TaskSpec:
     max_operand: int = option(9, "The largest start value and operand of + and -.")
     ops: str = option("+-", "The operations problems draw from, any of + - * (e.g. +-*).")
     max_mul_operand: int = option(9, "The largest operand of *.")
+    max_value: int | None = option(
+        None,
+        "The largest magnitude a running value may reach: each operation is drawn from those that keep "
+        "it there, so every problem is of like difficulty (unbounded, a few products dwarf the rest and "
+        "decide who fails); null: unbounded.",
+    )
 
 
 @dataclass

@@ -224,6 +224,22 @@ def _rate(hits: Sequence[bool]) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
+def located_by_kind(
+    task: Task, problems: Sequence[TaskProblem], verdicts: Sequence[Verdict], checks: Sequence[StepCheck]
+) -> dict[str, float]:
+    """Where the task names its errors (the embedded world), ``located/<kind>``: of the wrong samples
+    whose earliest error is of that kind, the share whose analysis names that step. What a verifier
+    misses, by kind, says whether it fails at the arithmetic or at following the problem."""
+    error_kind = getattr(task, "error_kind", None)
+    if error_kind is None:
+        return {}
+    found: dict[str, list[bool]] = {}
+    for p, v, c in zip(problems, verdicts, checks, strict=True):
+        if (kind := error_kind(p, c)) is not None:
+            found.setdefault(kind, []).append(v.parsed and v.earliest_error == c.earliest_error)
+    return {f"located/{k}": sum(hits) / len(hits) for k, hits in sorted(found.items())}
+
+
 def verifier_metrics(
     world: World,
     verifier: GenerativeVerifier,

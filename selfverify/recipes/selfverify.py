@@ -53,6 +53,7 @@ from selfverify.recipes.judge_data import (
     judge_format_name,
     labelled_from_json,
     labelled_to_json,
+    located_by_kind,
     meta_item,
     model_specs,
     problem_from_json,
@@ -744,11 +745,14 @@ def judge_check(
 ) -> dict[str, float]:
     """Per judge checked (prefix "" the verifier, "meta_" a meta-verifier apart, as a verifier): its F1
     on the check's samples (where they hold one kind of sample only, right or wrong, its accuracy on
-    that kind). The figures, and ``extra``, are logged as phase ``log``, step ``extends``."""
+    that kind). The figures, the wrong samples it locates by kind of error (``located_by_kind``) and
+    ``extra`` are logged as phase ``log``, step ``extends``."""
     row: dict[str, float | None] = {}
     for prefix, judge in run.judges.checked.items():
-        pb = verifier_metrics(run.judges.world, judge, problems, samples)[-1]
+        verdicts, truth, pb = verifier_metrics(run.judges.world, judge, problems, samples)
         row |= {prefix + k: pb[k] for k in JUDGE_CHECK_FIGURES}
+        located = located_by_kind(run.task, problems, verdicts, truth)
+        row |= {prefix + k: v for k, v in located.items()}
     run.tracker.log(log, extends, row | extra)
     return {
         pre: next(row[pre + k] for k in JUDGE_CHECK_FIGURES if row[pre + k] is not None)

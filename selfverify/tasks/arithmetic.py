@@ -75,12 +75,36 @@ class Problem:
 
 def sample_problem(rng: random.Random, spec: TaskSpec) -> Problem:
     n = rng.randint(spec.min_ops, spec.max_ops)
+    if spec.max_value is not None:
+        return _bounded_problem(rng, spec, n, spec.max_value)
     ops = []
     for _ in range(n):
         op = rng.choice(spec.ops)
         hi = spec.max_mul_operand if op == "*" else spec.max_operand
         ops.append((op, rng.randint(1, hi)))
     return Problem(rng.randint(1, spec.max_operand), tuple(ops))
+
+
+def _bounded_problem(rng: random.Random, spec: TaskSpec, n: int, bound: int) -> Problem:
+    """``n`` operations whose running values stay within ``bound`` in magnitude: each draws an operation
+    among those with an operand that keeps the value there, then such an operand. ``+`` or ``-`` by 1
+    always fits (the configuration checks that one of them is allowed), so a draw never runs dry."""
+    start = rng.randint(1, spec.max_operand)
+    acc, ops = start, []
+    for _ in range(n):
+        fits = {
+            op: [
+                b
+                for b in range(1, (spec.max_mul_operand if op == "*" else spec.max_operand) + 1)
+                if abs(OPS[op](acc, b)) <= bound
+            ]
+            for op in spec.ops
+        }
+        op = rng.choice([o for o in spec.ops if fits[o]])
+        b = rng.choice(fits[op])
+        ops.append((op, b))
+        acc = OPS[op](acc, b)
+    return Problem(start, tuple(ops))
 
 
 # One error per corrupted solution, each a mistake a solver makes:

@@ -14,7 +14,7 @@ TASKS = ("embedded", "arithmetic_nl", "gsm8k", "math")
 
 def make_task(cfg: TaskConfig, prompter: Prompter = raw_prompter) -> Task:
     """The task ``cfg.name`` names; ``prompter`` formats its prompts for the generator."""
-    spec = TaskSpec(cfg.min_ops, cfg.max_ops, cfg.max_operand, cfg.ops, cfg.max_mul_operand)
+    spec = TaskSpec(cfg.min_ops, cfg.max_ops, cfg.max_operand, cfg.ops, cfg.max_mul_operand, cfg.max_value)
     if cfg.name == "embedded":
         return EmbeddedTask(spec)
     if cfg.name == "arithmetic_nl":
