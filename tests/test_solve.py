@@ -268,6 +268,28 @@ def test_choose_lets_agreement_among_the_best_decide_not_length() -> None:
     assert choose([_scored(0, None, [0.0]), _scored(1, None, [1.0])]).id == 1
 
 
+def test_judge_misses_accounts_for_every_wrong_sample_by_kind(run_dir: Path) -> None:
+    """scripts/judge_misses.py on the tiny run: every wrong sample of the generator counted once, under
+    its kind of error, with one of the named outcomes of the judge's analysis."""
+    import subprocess
+    import sys
+
+    from selfverify.tasks.arithmetic import ERROR_KINDS
+
+    script = Path(__file__).parents[1] / "scripts" / "judge_misses.py"
+    cmd = [sys.executable, str(script), str(run_dir), "--samples", "12"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert out and set(out) <= set(ERROR_KINDS)  # the tiny generator errs
+    named = {"located", "claim_from_itself", "claim_other", "derived_right_passed", "derived_as_given"}
+    named |= {"derived_otherwise", "before", "stopped", "unparsed"}
+    for counts in out.values():
+        assert set(counts) - {"wrong"} <= named
+        assert sum(v for k, v in counts.items() if k != "wrong") == counts["wrong"]
+    assert sum(c["wrong"] for c in out.values()) <= 12
+
+
 def test_headroom_reports_greedy_and_the_oracle_over_samples(run_dir: Path) -> None:
     """scripts/headroom.py on the tiny run's generator: greedy, pass@k rising with k, majority."""
     import subprocess
