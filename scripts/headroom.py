@@ -1,5 +1,6 @@
 """How much room a generator leaves a verifier: greedy accuracy, error kinds and bare answers, then
-pass@k (oracle: any of k samples right) and majority@k over k samples of each held-out problem.
+pass@k (oracle: any of k samples right), majority@k over k samples of each held-out problem, and how
+many problems have each number of right samples.
 
     python scripts/headroom.py RUN_DIR [--model checkpoints/latest/generator] [--k 16] [--problems 256]
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         seed=cfg.seed,
     )
     samples = [[task.check(q, texts[i * k + j]) for j in range(k)] for i, q in enumerate(held)]
-    majority = 0
+    majority, spread = 0, Counter(sum(c.correct for c in row) for row in samples)
     for q, row in zip(held, samples, strict=True):
         votes = Counter(c.answer for c in row if c.answer is not None)
         majority += bool(votes) and votes.most_common(1)[0][0] == q.answer
@@ -68,6 +69,9 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             if m <= k
         },
         f"majority@{k}": majority / n,
+        # How the right samples spread over problems: problems by how many of their k samples are right.
+        # Homogeneous difficulty at the same one-sample accuracy leaves few problems at 0.
+        "problems_by_right_samples": dict(sorted(spread.items())),
     }
     print(json.dumps(out, indent=1))
     return out

@@ -305,3 +305,6 @@ def test_headroom_reports_greedy_and_the_oracle_over_samples(run_dir: Path) -> N
     assert passes == sorted(passes) and out["pass@1"] <= passes[-1] <= 1.0
     assert 0.0 <= out["majority@4"] <= passes[-1]  # a vote is right only where some sample is
     assert sum(out["greedy_errors"].values()) == pytest.approx(1.0 - out["greedy_valid"])
+    spread = {int(right): problems for right, problems in out["problems_by_right_samples"].items()}
+    assert sum(spread.values()) == 6 and set(spread) <= set(range(5))
+    assert 1.0 - spread.get(0, 0) / 6 == pytest.approx(out["pass@4"])
