@@ -6,7 +6,7 @@ import pytest
 
 from selfverify.tasks import Problem, TaskSpec, check_solution, heldout_split, parse_problem, train_problems
 from selfverify.tasks.arithmetic import (
-    CORRUPTIONS,
+    UNWEIGHTED_CORRUPTIONS,
     corrupt_solution,
     error_kind,
     sample_problem,
@@ -86,13 +86,27 @@ def test_synthetic_errors_drawn_by_weight():
     rng = random.Random(0)
     weights = {"offset": 3.0, "operand": 3.0, "skip": 1.0, "no_answer": 1.0, "final": 1.0}
     kinds = [synthetic_solution(p, rng, 0.0, weights)[0] for p in problems]
-    assert set(kinds) == set(CORRUPTIONS)
+    assert set(kinds) == set(weights)  # a kind left out ("operation") is never drawn
     assert 0.55 < (kinds.count("offset") + kinds.count("operand")) / len(kinds) < 0.78
     assert {synthetic_solution(p, rng, 0.0, {"offset": 1.0, "skip": 0.0})[0] for p in problems} == {"offset"}
-    assert {synthetic_solution(p, rng, 0.0)[0] for p in problems} == set(CORRUPTIONS)
+    assert {synthetic_solution(p, rng, 0.0)[0] for p in problems} == set(UNWEIGHTED_CORRUPTIONS)
     for p in problems[:20]:
         kind, steps = synthetic_solution(p, rng, 0.5, weights)
         assert (check_solution(p, "\n".join(steps)).earliest_error == -1) == (kind == "none")
+
+
+def test_an_operation_corruption_does_another_operation_at_its_step():
+    """The error the generator makes and the judge, never shown one, missed (docs/results/hard.md)."""
+    rng = random.Random(3)
+    for p in train_problems(TaskSpec(ops="+-*"), 60, seed=0, tag="test", exclude=set()):
+        steps = corrupt_solution(p, "operation", rng)
+        check = check_solution(p, "\n".join(steps))
+        k = check.earliest_error
+        assert 0 <= k < len(p.ops) and steps[:k] == p.reference_solution().splitlines()[:k]
+        op, b = steps[k].split("=")[0][-2], int(steps[k].split("=")[0][-1])  # one-digit operands
+        assert op != p.ops[k][0] and b == p.ops[k][1]
+        # Another operation that a later step of the problem does reads as that step, skipped to.
+        assert error_kind(p, check) == ("skip" if (op, b) in p.ops[k + 1 :] else "operation")
 
 
 def test_a_slip_is_wrong_at_its_step_and_carried_on():

@@ -113,8 +113,12 @@ def _bounded_problem(rng: random.Random, spec: TaskSpec, n: int, bound: int) -> 
 #   with the arithmetic right for the wrong number;
 # skip: one operation of the problem is left out, the rest done right;
 # no_answer: the working is right but the answer line is missing (wrong at the last step);
-# final: the working is right but the answer line states another value.
-CORRUPTIONS = ("offset", "operand", "skip", "no_answer", "final")
+# final: the working is right but the answer line states another value;
+# operation: a step does another operation than the problem's, with the arithmetic right for it.
+CORRUPTIONS = ("offset", "operand", "skip", "no_answer", "final", "operation")
+# Drawn alike where no weights are given (the cold start's refinement drafts, the PRM's data): the kinds
+# those were measured with, so that adding a kind leaves their data as it was.
+UNWEIGHTED_CORRUPTIONS = CORRUPTIONS[:5]
 OFFSETS = (-10, -3, -2, -1, 1, 2, 3, 10)
 
 
@@ -143,11 +147,13 @@ def corrupt_solution(problem: Problem, kind: str, rng: random.Random) -> list[st
     k = rng.randrange(n)
     if kind == "offset":
         return slipped_solution(problem, k, rng.choice(OFFSETS))
-    if kind != "operand":
+    if kind not in ("operand", "operation"):
         raise ValueError(f"unknown corruption {kind!r}; known: {', '.join(CORRUPTIONS)}")
     head, acc = _work(problem.start, ops[:k])
     op, b = ops[k]
-    if rng.random() < 0.5:
+    if kind == "operation":
+        op = rng.choice([o for o in OPS if o != op])
+    elif rng.random() < 0.5:
         acc += rng.choice(OFFSETS[1:-1])  # the carried value miscopied
     else:
         # The problem's number misread: a nearby one, not negative when it is not. A negative operand
@@ -176,11 +182,11 @@ def synthetic_solution(
 ) -> tuple[str, list[str]]:
     """(kind, steps): the reference solution with probability ``correct_fraction`` (kind ``none``),
     else the reference with one error of a kind drawn by ``weights`` (kind -> weight; a kind left out
-    is never drawn), or of any kind of :data:`CORRUPTIONS` alike when ``weights`` is None."""
+    is never drawn), or of any kind of :data:`UNWEIGHTED_CORRUPTIONS` alike when ``weights`` is None."""
     if rng.random() < correct_fraction:
         return "none", problem.reference_solution().splitlines()
     if weights is None:
-        kind = rng.choice(CORRUPTIONS)
+        kind = rng.choice(UNWEIGHTED_CORRUPTIONS)
     else:
         kind = rng.choices(list(weights), list(weights.values()))[0]
     return kind, corrupt_solution(problem, kind, rng)
