@@ -4,6 +4,8 @@ many problems have each number of right samples.
 
     python scripts/headroom.py RUN_DIR [--model checkpoints/latest/generator] [--k 16] [--problems 256]
 
+(an RL-only run's generator: ``--model checkpoints/final``)
+
 The probe behind the hard world's design (docs/results/hard.md); prints one JSON object. The run's
 task must be the embedded world (its errors are named by kind).
 """
@@ -33,6 +35,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     p.add_argument("--temperature", type=float, default=1.0)
     args = p.parse_args(argv)
     torch.set_num_threads(2)
+    if not (args.run_dir / args.model).is_dir():  # else it is taken for a hub name
+        p.error(f"no model at {args.run_dir / args.model} (an RL-only run keeps it in checkpoints/final)")
     cfg = load_config(args.run_dir / "config.yaml")
     worker = build(cfg.model, cfg.seed, args.run_dir / args.model)
     task = make_task(cfg.task, chat_prompter(worker.get_tokenizer(), cfg.model))

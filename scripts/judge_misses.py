@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, int]]:
     p.add_argument("--temperature", type=float, default=1.0)
     args = p.parse_args(argv)
     torch.set_num_threads(2)
+    for model in (args.generator, args.judge):
+        if not (args.run_dir / model).is_dir():  # else it is taken for a hub name
+            p.error(f"no model at {args.run_dir / model}")
     cfg = load_config(args.run_dir / "config.yaml")
     if cfg.task.name != "embedded" or judge_format_name(cfg) != "compact":
         p.error(f"{args.run_dir}: the embedded world with the compact judge format only")

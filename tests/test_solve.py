@@ -305,6 +305,8 @@ def test_headroom_reports_greedy_and_the_oracle_over_samples(run_dir: Path) -> N
     assert passes == sorted(passes) and out["pass@1"] <= passes[-1] <= 1.0
     assert 0.0 <= out["majority@4"] <= passes[-1]  # a vote is right only where some sample is
     assert sum(out["greedy_errors"].values()) == pytest.approx(1.0 - out["greedy_valid"])
+    missing = subprocess.run([*cmd, "--model", "nowhere"], capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "no model at" in missing.stderr  # not a hub lookup's traceback
     spread = {int(right): problems for right, problems in out["problems_by_right_samples"].items()}
     assert sum(spread.values()) == 6 and set(spread) <= set(range(5))
     assert 1.0 - spread.get(0, 0) / 6 == pytest.approx(out["pass@4"])
