@@ -30,7 +30,7 @@ import torch
 
 from selfverify.config.load import load_config
 from selfverify.judges.base import Verdict
-from selfverify.judges.compact_judge import NOTHING, claimed_result, expected_lines, quoted
+from selfverify.judges.compact_judge import NOTHING, analysis_lines, claimed_result, expected_lines, quoted
 from selfverify.judges.generative import GenerativeVerifier, make_format
 from selfverify.recipes.judge_data import judge_format_name
 from selfverify.runtime.models import chat_prompter
@@ -92,10 +92,10 @@ def outcome(problem: Problem, given: list[str], error: int, verdict: Verdict) ->
         return "located"
     if 0 <= verdict.earliest_error < error:
         return "before"
-    lines = verdict.analysis.strip().splitlines()[:-1]  # the last line is the score
+    lines, _ = analysis_lines(verdict.analysis)  # it parsed
     if error >= len(lines):
         return "stopped"
-    derived, claim, _ = lines[error].split(" ")
+    derived, claim, _ = lines[error]
     expected = quoted(expected_lines(problem, len(given))[error])
     step = given[error] if error < len(given) else NOTHING
     if derived == expected:

@@ -193,19 +193,25 @@ def _slip(line: str, rng: random.Random) -> str:
     return f"{head}{sep}{int(value) + rng.choice((-3, -2, -1, 1, 2, 3))}"
 
 
+def analysis_lines(text: str) -> tuple[list[tuple[str, str, str]], float] | None:
+    """An analysis's lines as (the step as it should read, the claim quoted, the mark), and its score;
+    None when the text is not in that form."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines or (m := _SCORE_RE.match(lines[-1])) is None:
+        return None
+    marked = [_MARK_RE.match(line) for line in lines[:-1]]
+    if None in marked:
+        return None
+    return [mark.groups() for mark in marked], float(m.group(1))
+
+
 def parse_analysis(text: str, n_steps: int) -> Verdict:
     """An analysis -> Verdict. Judged steps score 1 (``+``) or 0 (``-``); steps after the first wrong
     one score 0 (they build on it). Unparsable text: ``parsed=False``, every step 0, score 0."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     failed = Verdict([0.0] * n_steps, 0, 0.0, text, parsed=False)
-    if not lines or (m := _SCORE_RE.match(lines[-1])) is None:
+    if (parsed := analysis_lines(text)) is None:
         return failed
-    score = float(m.group(1))
-    marks = []
-    for line in lines[:-1]:
-        if (mark := _MARK_RE.match(line)) is None:
-            return failed
-        marks.append(mark.group(3))
+    marks, score = [mark for _, _, mark in parsed[0]], parsed[1]
     wrong = marks.index("-") if "-" in marks else -1
     complete = len(marks) == wrong + 1 if wrong >= 0 else len(marks) == n_steps
     if not complete or len(marks) > n_steps:

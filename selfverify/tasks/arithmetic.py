@@ -80,9 +80,12 @@ def sample_problem(rng: random.Random, spec: TaskSpec) -> Problem:
     ops = []
     for _ in range(n):
         op = rng.choice(spec.ops)
-        hi = spec.max_mul_operand if op == "*" else spec.max_operand
-        ops.append((op, rng.randint(1, hi)))
+        ops.append((op, rng.randint(1, _largest_operand(spec, op))))
     return Problem(rng.randint(1, spec.max_operand), tuple(ops))
+
+
+def _largest_operand(spec: TaskSpec, op: str) -> int:
+    return spec.max_mul_operand if op == "*" else spec.max_operand
 
 
 def _bounded_problem(rng: random.Random, spec: TaskSpec, n: int, bound: int) -> Problem:
@@ -93,11 +96,7 @@ def _bounded_problem(rng: random.Random, spec: TaskSpec, n: int, bound: int) -> 
     acc, ops = start, []
     for _ in range(n):
         fits = {
-            op: [
-                b
-                for b in range(1, (spec.max_mul_operand if op == "*" else spec.max_operand) + 1)
-                if abs(OPS[op](acc, b)) <= bound
-            ]
+            op: [b for b in range(1, _largest_operand(spec, op) + 1) if abs(OPS[op](acc, b)) <= bound]
             for op in spec.ops
         }
         op = rng.choice([o for o in spec.ops if fits[o]])
